@@ -1,0 +1,47 @@
+# Maidian: `make demo` runs the main job on an embedded broker; `make test` runs every test.
+# Both install what they need (Debian packages, Python test clients) when it is missing.
+
+SWIFT ?= swift
+APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev pkg-config kcat zstd docker-compose
+PY_PACKAGES := confluent-kafka zstandard
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build release test unit golden demo bench compose-check clean
+
+all: build
+
+## Installs missing Debian packages and Python test clients.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@python3 -c "import confluent_kafka, zstandard" 2>/dev/null || \
+	  (echo "installing Python packages: $(PY_PACKAGES)"; python3 -m pip install -q $(PY_PACKAGES) 2>&1 | grep -v WARNING || true)
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+## Every test: unit tests, Kafka tests on the mock cluster, the golden test on ../shared/traffic,
+## and a check of docker-compose.yml.
+test: deps compose-check
+	$(SWIFT) build --build-tests
+	MAIDIAN_BIN=$$($(SWIFT) build --show-bin-path)/maidian $(SWIFT) test --skip-build
+
+compose-check:
+	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml: ok"
+
+## The main job on an embedded broker with generated traffic; prints what came out.
+demo: release
+	scripts/demo.sh
+
+## Throughput of the full pipeline on the benchmark recording (release build).
+bench: release
+	$$($(SWIFT) build -c release --show-bin-path)/maidian bench pipelines/app-analytics.yaml --recording $${RECORDING:-../shared/traffic/bench-3k.ndjson.zst}
+
+clean:
+	rm -rf .build demo-out

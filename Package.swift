@@ -1,0 +1,74 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "maidian",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "maidian", targets: ["maidian"]),
+        .library(name: "MaidianPipeline", targets: ["MaidianPipeline"]),
+        .library(name: "MaidianStages", targets: ["MaidianStages"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+    ],
+    targets: [
+        // C libraries stay at the edge: one system-library target each, one Swift importer each.
+        .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+
+        .target(
+            name: "MaidianKafka",
+            dependencies: ["CRdKafka", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "MaidianEvents",
+            dependencies: ["CZstd"]
+        ),
+        .target(
+            name: "MaidianRecording",
+            dependencies: ["MaidianEvents"]
+        ),
+        .target(
+            name: "MaidianPipeline",
+            dependencies: [
+                "MaidianEvents",
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "MaidianStages",
+            dependencies: ["MaidianPipeline", "MaidianEvents", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "MaidianRuntime",
+            dependencies: [
+                "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "maidian",
+            dependencies: [
+                "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianStages", "MaidianRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        .testTarget(name: "MaidianKafkaTests", dependencies: ["MaidianKafka"]),
+        .testTarget(name: "MaidianEventsTests", dependencies: ["MaidianEvents"]),
+        .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages"]),
+        .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents"]),
+        .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
+        .testTarget(name: "MaidianRuntimeTests", dependencies: ["MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka"]),
+        .testTarget(name: "MaidianIntegrationTests", dependencies: ["MaidianKafka", "MaidianRuntime", "MaidianRecording"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,3 @@
+#define ZSTD_STATIC_LINKING_ONLY 0
+#include <zstd.h>
+#include <zstd_errors.h>

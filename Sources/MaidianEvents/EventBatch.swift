@@ -1,0 +1,394 @@
+/// A byte range inside one of a batch's arenas. `start < 0` means absent.
+public struct Span: Sendable, Equatable {
+    public var start: Int32
+    public var end: Int32
+    @inlinable public init(start: Int32, end: Int32) { self.start = start; self.end = end }
+    @inlinable public init(_ start: Int, _ end: Int) { self.start = Int32(truncatingIfNeeded: start); self.end = Int32(truncatingIfNeeded: end) }
+    public static let absent = Span(start: -1, end: -1)
+    @inlinable public var isPresent: Bool { start >= 0 }
+    @inlinable public var count: Int { Int(end &- start) }
+}
+
+/// Why a record or an event went to the dead-letter topic (SPEC section 2).
+public enum DeadLetterReason: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case none = 0
+    // record level
+    case badEncoding, badZstd, tooLarge, badJSON, notArray
+    // event level
+    case notObject, badType, badEventName, badTime, badDistinctID, badProperties
+
+    /// The wire name used in `events.dlq` and in metrics.
+    public var description: String {
+        switch self {
+        case .none: return "none"
+        case .badEncoding: return "bad_encoding"
+        case .badZstd: return "bad_zstd"
+        case .tooLarge: return "too_large"
+        case .badJSON: return "bad_json"
+        case .notArray: return "not_array"
+        case .notObject: return "not_object"
+        case .badType: return "bad_type"
+        case .badEventName: return "bad_event_name"
+        case .badTime: return "bad_time"
+        case .badDistinctID: return "bad_distinct_id"
+        case .badProperties: return "bad_properties"
+        }
+    }
+
+    /// Whether the whole record is rejected.
+    public var isRecordLevel: Bool { rawValue >= 1 && rawValue <= 5 }
+}
+
+/// The `type` of an event.
+public enum EventType: UInt8, Sendable {
+    case missing = 0, notString, unknown
+    case track, trackSignup
+    case profileSet, profileSetOnce, profileIncrement, profileDelete, profileAppend, profileUnset
+
+    /// `track` and `track_signup` are events; the `profile_*` types are forwarded untouched.
+    @inlinable public var isTrack: Bool { self == .track || self == .trackSignup }
+    @inlinable public var isProfile: Bool { rawValue >= EventType.profileSet.rawValue }
+}
+
+/// Where an event is in the pipeline.
+public enum EventStatus: UInt8, Sendable {
+    /// Still flowing.
+    case live = 0
+    /// Removed on purpose (duplicate, filtered noise): counted, not dead-lettered.
+    case dropped
+    /// Rejected: goes to the dead-letter topic with `reason`.
+    case failed
+}
+
+/// The JSON kind of a property value.
+public enum ValueKind: UInt8, Sendable {
+    case string = 0, number, bool, null, array, object
+}
+
+/// What a stage decided for a property.
+public enum PropertyFix: UInt8, Sendable {
+    case keep = 0
+    /// Left out of the output and listed in `$dropped_properties`.
+    case drop
+    /// The value is replaced by the bytes at `replacement` in the batch's scratch arena.
+    case replace
+}
+
+/// One property of an event's `properties` object, as found by the scanner.
+public struct Property: Sendable {
+    /// The name's raw string content (between the quotes) in the JSON arena.
+    public var name: Span
+    /// The whole value (quotes, brackets included) in the JSON arena.
+    public var value: Span
+    public var kind: ValueKind
+    /// Name matches `^[A-Za-z_$][A-Za-z0-9_$]{0,99}$`.
+    public var nameValid: Bool
+    /// The name or string value holds escapes (`\n`, `\u00e9`, ...).
+    public var nameEscaped: Bool
+    public var valueEscaped: Bool
+    /// For arrays: some element is not a string.
+    public var arrayHasNonString: Bool
+    /// For strings: length in UTF-8 bytes after unescaping.
+    public var decodedLength: Int32
+    public var fix: PropertyFix
+    /// Replacement bytes in the scratch arena when `fix == .replace`.
+    public var replacement: Span
+}
+
+/// One added property, pre-serialized as `"name":value` in the scratch arena; a linked list per event.
+public struct AddedProperty: Sendable {
+    public var bytes: Span
+    public var next: Int32
+}
+
+/// One event of a batch: offsets into the batch's arenas and the fields stages need.
+public struct Event: Sendable {
+    public var record: Int32
+    /// Position in the record's JSON array.
+    public var index: Int32
+    /// The whole element in the JSON arena.
+    public var bytes: Span
+    public var status: EventStatus
+    public var reason: DeadLetterReason
+    public var type: EventType
+    /// Raw string contents (no quotes) in the JSON arena.
+    public var typeName: Span
+    public var eventName: Span
+    public var eventNameEscaped: Bool
+    public var eventNameIsString: Bool
+    public var distinctID: Span
+    public var distinctIDEscaped: Bool
+    /// 0 missing, 1 string, 2 other.
+    public var distinctIDKind: UInt8
+    public var distinctIDLength: Int32
+    /// Event time in ms; after calibration the calibrated time.
+    public var time: Int64
+    /// `time` as the client sent it.
+    public var clientTime: Int64
+    /// 0 missing, 1 integer, 2 other.
+    public var timeKind: UInt8
+    /// The value of `time` in the JSON arena (for rewriting it).
+    public var timeValue: Span
+    public var flushTime: Int64
+    public var hasFlushTime: Bool
+    public var trackID: Int64
+    public var hasTrackID: Bool
+    public var calibrated: Bool
+    /// 0 missing, 1 object, 2 other.
+    public var propertiesKind: UInt8
+    /// The whole `properties` object in the JSON arena.
+    public var properties: Span
+    /// The event object's closing brace position (to add `properties` when it is missing).
+    public var closingBrace: Int32
+    public var project: Span
+    public var lib: Span
+    /// Range of this event's entries in `EventBatch.properties`.
+    public var firstProperty: Int32
+    public var propertyCount: Int32
+    /// Any property has a fix other than keep.
+    public var hasFixes: Bool
+    /// Added properties: head and tail of a list in `EventBatch.added`.
+    public var addedHead: Int32
+    public var addedTail: Int32
+    /// Free for stages (for example late-event marking).
+    public var flags: UInt32
+
+    @inlinable public var isLive: Bool { status == .live }
+
+    init(record: Int32, index: Int32, start: Int) {
+        self.record = record
+        self.index = index
+        self.bytes = Span(start, start)
+        self.status = .live
+        self.reason = .none
+        self.type = .missing
+        self.typeName = .absent
+        self.eventName = .absent
+        self.eventNameEscaped = false
+        self.eventNameIsString = false
+        self.distinctID = .absent
+        self.distinctIDEscaped = false
+        self.distinctIDKind = 0
+        self.distinctIDLength = 0
+        self.time = 0
+        self.clientTime = 0
+        self.timeKind = 0
+        self.timeValue = .absent
+        self.flushTime = 0
+        self.hasFlushTime = false
+        self.trackID = 0
+        self.hasTrackID = false
+        self.calibrated = false
+        self.propertiesKind = 0
+        self.properties = .absent
+        self.closingBrace = -1
+        self.project = .absent
+        self.lib = .absent
+        self.firstProperty = 0
+        self.propertyCount = 0
+        self.hasFixes = false
+        self.addedHead = -1
+        self.addedTail = -1
+        self.flags = 0
+    }
+}
+
+/// One input record of a batch (a Kafka record or a recording line).
+public struct InputRecord: Sendable {
+    public var topic: Int32
+    public var partition: Int32
+    public var offset: Int64
+    public var timestamp: Int64
+    /// In the input arena.
+    public var key: Span
+    public var value: Span
+    public var ip: Span
+    public var ua: Span
+    public var project: Span
+    public var receivedAt: Int64
+    public var hasReceivedAt: Bool
+    /// Decoded JSON in the JSON arena.
+    public var json: Span
+    public var status: EventStatus
+    public var reason: DeadLetterReason
+    /// Index into `EventBatch.details` for dead-letter detail text, -1 if none.
+    public var detail: Int32
+    public var firstEvent: Int32
+    public var eventCount: Int32
+}
+
+/// A batch of input records and the events decoded from them. Reused across batches: `reset()` keeps capacity,
+/// so the steady state allocates nothing per event.
+///
+/// All byte data lives in three arenas addressed by `Span`s: `input` (record keys, headers, values as received),
+/// `json` (decompressed JSON, padded so the scanner can read 8 bytes past any position) and `scratch`
+/// (bytes written by stages: added properties, replacement values).
+public final class EventBatch {
+    public var topics: [String] = []
+    public var records: [InputRecord] = []
+    public var events: [Event] = []
+    public var properties: [Property] = []
+    public var added: [AddedProperty] = []
+    public var input: [UInt8] = []
+    public var json: [UInt8] = []
+    public var scratch: [UInt8] = []
+    /// Dead-letter detail messages (rare: only built on failures).
+    public var details: [String] = []
+
+    public init() {
+        input.reserveCapacity(1 << 20)
+        json.reserveCapacity(4 << 20)
+        scratch.reserveCapacity(1 << 20)
+        events.reserveCapacity(4096)
+        properties.reserveCapacity(4096 * 24)
+        records.reserveCapacity(1024)
+    }
+
+    /// Empties the batch, keeping capacity.
+    public func reset() {
+        records.removeAll(keepingCapacity: true)
+        events.removeAll(keepingCapacity: true)
+        properties.removeAll(keepingCapacity: true)
+        added.removeAll(keepingCapacity: true)
+        input.removeAll(keepingCapacity: true)
+        json.removeAll(keepingCapacity: true)
+        scratch.removeAll(keepingCapacity: true)
+        details.removeAll(keepingCapacity: true)
+    }
+
+    /// Index of a topic name in `topics`, adding it if new.
+    public func topicIndex(_ name: String) -> Int32 {
+        if let i = topics.firstIndex(of: name) { return Int32(i) }
+        topics.append(name)
+        return Int32(topics.count - 1)
+    }
+
+    @inline(__always)
+    func appendInput(_ bytes: UnsafeRawBufferPointer?) -> Span {
+        guard let bytes else { return .absent }
+        let start = input.count
+        input.append(contentsOf: bytes)
+        return Span(start, input.count)
+    }
+
+    /// Appends a record; its bytes are copied into the input arena. Decoding happens later (`RecordDecoder`).
+    public func appendRecord(
+        topic: Int32, partition: Int32, offset: Int64, timestamp: Int64,
+        key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer,
+        ip: UnsafeRawBufferPointer?, receivedAt: UnsafeRawBufferPointer?,
+        ua: UnsafeRawBufferPointer?, project: UnsafeRawBufferPointer?
+    ) {
+        var rat: Int64 = 0
+        var hasRat = false
+        if let receivedAt, let v = parseDecimal(receivedAt) { rat = v; hasRat = true }
+        let record = InputRecord(
+            topic: topic, partition: partition, offset: offset, timestamp: timestamp,
+            key: appendInput(key), value: appendInput(value), ip: appendInput(ip), ua: appendInput(ua),
+            project: appendInput(project), receivedAt: rat, hasReceivedAt: hasRat,
+            json: .absent, status: .live, reason: .none, detail: -1,
+            firstEvent: Int32(events.count), eventCount: 0)
+        records.append(record)
+    }
+
+    /// Records a dead-letter detail text and returns its index.
+    public func addDetail(_ text: String) -> Int32 {
+        details.append(text)
+        return Int32(details.count - 1)
+    }
+
+    /// The bytes of a span of the input arena as a String (for tests and rare paths).
+    public func inputString(_ span: Span) -> String? {
+        guard span.isPresent else { return nil }
+        return String(decoding: input[Int(span.start)..<Int(span.end)], as: UTF8.self)
+    }
+
+    /// The bytes of a span of the JSON arena as a String (for tests and rare paths).
+    public func jsonString(_ span: Span) -> String? {
+        guard span.isPresent else { return nil }
+        return String(decoding: json[Int(span.start)..<Int(span.end)], as: UTF8.self)
+    }
+
+    // MARK: - properties
+
+    /// Index of the first kept property named `name` of event `e`, or nil. Linear over the event's properties:
+    /// events carry a few dozen at most.
+    public func propertyIndex(event e: Int, name: StaticString) -> Int? {
+        let ev = events[e]
+        if ev.propertyCount == 0 { return nil }
+        return name.withUTF8Buffer { n in
+            json.withUnsafeBufferPointer { j in
+                properties.withUnsafeBufferPointer { props in
+                    let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
+                    for i in lo..<hi {
+                        let p = props[i]
+                        if p.fix == .drop || p.name.count != n.count { continue }
+                        if memEqual(j.baseAddress! + Int(p.name.start), n.baseAddress!, n.count) { return i }
+                    }
+                    return nil
+                }
+            }
+        }
+    }
+
+    /// Whether event `e` has a kept property `name` (enrichment never overwrites a client property).
+    @inlinable public func hasProperty(event e: Int, name: StaticString) -> Bool {
+        propertyIndex(event: e, name: name) != nil
+    }
+
+    /// Adds `"name":value` to event `e`, where `value` is written by `body` into the scratch arena as JSON.
+    @inline(__always)
+    public func addProperty(event e: Int, name: StaticString, _ body: (inout [UInt8]) -> Void) {
+        let start = scratch.count
+        scratch.append(0x22)
+        name.withUTF8Buffer { scratch.append(contentsOf: $0) }
+        scratch.append(0x22)
+        scratch.append(0x3A)
+        body(&scratch)
+        let idx = Int32(added.count)
+        added.append(AddedProperty(bytes: Span(start, scratch.count), next: -1))
+        if events[e].addedTail >= 0 {
+            added[Int(events[e].addedTail)].next = idx
+        } else {
+            events[e].addedHead = idx
+        }
+        events[e].addedTail = idx
+    }
+
+    /// Adds a string property copied from another arena span, escaping as needed (`raw` is JSON string content
+    /// already escaped when `escapedContent`).
+    public func addStringProperty(event e: Int, name: StaticString, fromInput span: Span) {
+        addProperty(event: e, name: name) { out in
+            out.append(0x22)
+            input.withUnsafeBufferPointer { inp in
+                JSONOut.appendEscaped(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(inp)[Int(span.start)..<Int(span.end)]), to: &out)
+            }
+            out.append(0x22)
+        }
+    }
+}
+
+@inline(__always)
+func memEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+    var i = 0
+    while i < n {
+        if a[i] != b[i] { return false }
+        i += 1
+    }
+    return true
+}
+
+/// Parses optional-sign decimal ASCII digits; nil when anything else is present.
+public func parseDecimal(_ b: UnsafeRawBufferPointer) -> Int64? {
+    var i = 0
+    var neg = false
+    if b.count > 0 && b[0] == UInt8(ascii: "-") { neg = true; i = 1 }
+    if i >= b.count || b.count - i > 18 { return nil }
+    var v: Int64 = 0
+    while i < b.count {
+        let c = b[i]
+        guard c >= 0x30 && c <= 0x39 else { return nil }
+        v = v * 10 + Int64(c - 0x30)
+        i += 1
+    }
+    return neg ? -v : v
+}

@@ -1,0 +1,410 @@
+/// A validating, in-place JSON scanner over bytes that are followed by at least 8 readable padding bytes.
+///
+/// It never builds a tree: callers walk the structure and keep offsets. Every byte is validated
+/// (strict RFC 8259: UTF-8, escapes, number syntax, nesting), so a value that scans cleanly can be copied
+/// verbatim into the output.
+@usableFromInline
+struct JSONScanner {
+    @usableFromInline let p: UnsafePointer<UInt8>
+    @usableFromInline let end: Int
+    @usableFromInline var pos: Int
+    /// Set on the first error; scanning functions then return early.
+    @usableFromInline var failed = false
+    @usableFromInline var errorPos = 0
+    @usableFromInline var errorWhat: StaticString = ""
+
+    /// Nesting limit: deeper documents are rejected as malformed rather than risking the stack.
+    static let maxDepth = 256
+
+    @inlinable init(base: UnsafePointer<UInt8>, start: Int, end: Int) {
+        self.p = base
+        self.pos = start
+        self.end = end
+    }
+
+    @inline(__always) mutating func fail(_ what: StaticString) {
+        if !failed { failed = true; errorPos = pos; errorWhat = what }
+    }
+
+    @inline(__always) mutating func skipWhitespace() {
+        while pos < end {
+            let c = p[pos]
+            if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { pos &+= 1 } else { return }
+        }
+    }
+
+    @inline(__always) func peek() -> UInt8 { pos < end ? p[pos] : 0 }
+
+    /// Result of scanning a string.
+    struct StringInfo {
+        var start: Int
+        var end: Int
+        var escaped: Bool
+        var decodedLength: Int
+    }
+
+    /// Scans a string starting at the opening quote. Returns content bounds (without quotes).
+    @inline(__always) mutating func scanString() -> StringInfo {
+        let contentStart = pos &+ 1
+        var i = contentStart
+        var savings = 0
+        var escaped = false
+        let end = self.end
+        let p = self.p
+        while true {
+            // 8 bytes at a time while no quote, backslash, control or non-ASCII byte is among them.
+            while i &+ 8 <= end {
+                let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+                let q = w ^ 0x2222_2222_2222_2222
+                let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
+                let special = ((q &- 0x0101_0101_0101_0101) & ~q)
+                    | ((b &- 0x0101_0101_0101_0101) & ~b)
+                    | ((w &- 0x2020_2020_2020_2020) & ~w)
+                    | w
+                let m = special & 0x8080_8080_8080_8080
+                if m == 0 { i &+= 8; continue }
+                i &+= m.trailingZeroBitCount >> 3
+                break
+            }
+            if i >= end { pos = i; fail("unterminated string"); return StringInfo(start: contentStart, end: i, escaped: escaped, decodedLength: 0) }
+            let c = p[i]
+            if c == 0x22 {
+                pos = i &+ 1
+                return StringInfo(start: contentStart, end: i, escaped: escaped, decodedLength: i &- contentStart &- savings)
+            } else if c == 0x5C {
+                escaped = true
+                if i &+ 1 >= end { pos = i; fail("unterminated escape"); return StringInfo(start: contentStart, end: i, escaped: true, decodedLength: 0) }
+                let e = p[i &+ 1]
+                switch e {
+                case 0x22, 0x5C, 0x2F, 0x62, 0x66, 0x6E, 0x72, 0x74:
+                    savings &+= 1
+                    i &+= 2
+                case 0x75:
+                    guard let cp = hex4(i &+ 2) else { pos = i; fail("bad \\u escape"); return StringInfo(start: contentStart, end: i, escaped: true, decodedLength: 0) }
+                    if cp >= 0xD800 && cp <= 0xDBFF {
+                        // A high surrogate must be followed by an escaped low surrogate.
+                        if i &+ 11 < end && p[i &+ 6] == 0x5C && p[i &+ 7] == 0x75, let lo = hex4(i &+ 8), lo >= 0xDC00 && lo <= 0xDFFF {
+                            savings &+= 12 &- 4
+                            i &+= 12
+                        } else {
+                            pos = i; fail("lone surrogate in \\u escape"); return StringInfo(start: contentStart, end: i, escaped: true, decodedLength: 0)
+                        }
+                    } else if cp >= 0xDC00 && cp <= 0xDFFF {
+                        pos = i; fail("lone surrogate in \\u escape"); return StringInfo(start: contentStart, end: i, escaped: true, decodedLength: 0)
+                    } else {
+                        savings &+= 6 &- (cp < 0x80 ? 1 : (cp < 0x800 ? 2 : 3))
+                        i &+= 6
+                    }
+                default:
+                    pos = i; fail("bad escape"); return StringInfo(start: contentStart, end: i, escaped: true, decodedLength: 0)
+                }
+            } else if c < 0x20 {
+                pos = i; fail("control character in string"); return StringInfo(start: contentStart, end: i, escaped: escaped, decodedLength: 0)
+            } else if c >= 0x80 {
+                let n = utf8SequenceLength(at: i)
+                if n == 0 { pos = i; fail("invalid UTF-8"); return StringInfo(start: contentStart, end: i, escaped: escaped, decodedLength: 0) }
+                i &+= n
+            } else {
+                i &+= 1  // a false positive of the word test
+            }
+        }
+    }
+
+    @inline(__always) func hex4(_ at: Int) -> UInt32? {
+        if at &+ 4 > end { return nil }
+        var v: UInt32 = 0
+        for k in 0..<4 {
+            let c = p[at &+ k]
+            var d: UInt32
+            switch c {
+            case 0x30...0x39: d = UInt32(c &- 0x30)
+            case 0x41...0x46: d = UInt32(c &- 0x41 &+ 10)
+            case 0x61...0x66: d = UInt32(c &- 0x61 &+ 10)
+            default: return nil
+            }
+            v = v << 4 | d
+        }
+        return v
+    }
+
+    /// Length of a valid UTF-8 multi-byte sequence at `i`, or 0 when invalid.
+    @inline(__always) func utf8SequenceLength(at i: Int) -> Int {
+        let c = p[i]
+        @inline(__always) func cont(_ k: Int, _ lo: UInt8 = 0x80, _ hi: UInt8 = 0xBF) -> Bool {
+            i &+ k < end && p[i &+ k] >= lo && p[i &+ k] <= hi
+        }
+        switch c {
+        case 0xC2...0xDF: return cont(1) ? 2 : 0
+        case 0xE0: return cont(1, 0xA0) && cont(2) ? 3 : 0
+        case 0xE1...0xEC, 0xEE, 0xEF: return cont(1) && cont(2) ? 3 : 0
+        case 0xED: return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0
+        case 0xF0: return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0
+        case 0xF1...0xF3: return cont(1) && cont(2) && cont(3) ? 4 : 0
+        case 0xF4: return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0
+        default: return 0
+        }
+    }
+
+    /// Scans a number. Returns whether it is an integer that fits Int64, and its value then.
+    @inline(__always) mutating func scanNumber() -> (isInteger: Bool, value: Int64) {
+        var i = pos
+        var neg = false
+        if i < end && p[i] == 0x2D { neg = true; i &+= 1 }
+        guard i < end, p[i] >= 0x30 && p[i] <= 0x39 else { pos = i; fail("bad number"); return (false, 0) }
+        var value: Int64 = 0
+        var overflow = false
+        if p[i] == 0x30 {
+            i &+= 1
+        } else {
+            while i < end, p[i] >= 0x30 && p[i] <= 0x39 {
+                let (m, o1) = value.multipliedReportingOverflow(by: 10)
+                let (a, o2) = m.addingReportingOverflow(Int64(p[i] &- 0x30))
+                overflow = overflow || o1 || o2
+                value = a
+                i &+= 1
+            }
+        }
+        var isInteger = !overflow
+        if i < end && p[i] == 0x2E {
+            isInteger = false
+            i &+= 1
+            guard i < end, p[i] >= 0x30 && p[i] <= 0x39 else { pos = i; fail("bad fraction"); return (false, 0) }
+            while i < end, p[i] >= 0x30 && p[i] <= 0x39 { i &+= 1 }
+        }
+        if i < end && (p[i] == 0x65 || p[i] == 0x45) {
+            isInteger = false
+            i &+= 1
+            if i < end && (p[i] == 0x2B || p[i] == 0x2D) { i &+= 1 }
+            guard i < end, p[i] >= 0x30 && p[i] <= 0x39 else { pos = i; fail("bad exponent"); return (false, 0) }
+            while i < end, p[i] >= 0x30 && p[i] <= 0x39 { i &+= 1 }
+        }
+        pos = i
+        return (isInteger, neg ? 0 &- value : value)
+    }
+
+    @inline(__always) mutating func scanLiteral(_ first: UInt8) -> ValueKind {
+        // true / false / null
+        let lit: (UInt32, Int, ValueKind)
+        switch first {
+        case 0x74: lit = (0x6575_7274, 4, .bool)  // "true"
+        case 0x6E: lit = (0x6C6C_756E, 4, .null)  // "null"
+        default:
+            // "false": 'f' then "alse"
+            if pos &+ 5 <= end, UnsafeRawPointer(p + (pos &+ 1)).loadUnaligned(as: UInt32.self) == 0x6573_6C61 {
+                pos &+= 5
+                return .bool
+            }
+            fail("bad literal")
+            return .null
+        }
+        if pos &+ lit.1 <= end, UnsafeRawPointer(p + pos).loadUnaligned(as: UInt32.self) == lit.0 {
+            pos &+= lit.1
+            return lit.2
+        }
+        fail("bad literal")
+        return .null
+    }
+
+    /// Scans any value, validating it. Returns its kind.
+    @discardableResult
+    mutating func skipValue(depth: Int = 0) -> ValueKind {
+        skipWhitespace()
+        guard pos < end else { fail("unexpected end"); return .null }
+        let c = p[pos]
+        switch c {
+        case 0x22:
+            _ = scanString()
+            return .string
+        case 0x7B:
+            skipObject(depth: depth &+ 1)
+            return .object
+        case 0x5B:
+            skipArray(depth: depth &+ 1)
+            return .array
+        case 0x74, 0x66, 0x6E:
+            return scanLiteral(c)
+        case 0x2D, 0x30...0x39:
+            _ = scanNumber()
+            return .number
+        default:
+            fail("unexpected character")
+            return .null
+        }
+    }
+
+    mutating func skipObject(depth: Int) {
+        if depth > JSONScanner.maxDepth { fail("nesting too deep"); return }
+        pos &+= 1  // {
+        skipWhitespace()
+        if peek() == 0x7D { pos &+= 1; return }
+        while !failed {
+            skipWhitespace()
+            guard peek() == 0x22 else { fail("expected a key"); return }
+            _ = scanString()
+            skipWhitespace()
+            guard peek() == 0x3A else { fail("expected ':'"); return }
+            pos &+= 1
+            skipValue(depth: depth)
+            skipWhitespace()
+            let c = peek()
+            if c == 0x2C { pos &+= 1; continue }
+            if c == 0x7D { pos &+= 1; return }
+            fail("expected ',' or '}'")
+        }
+    }
+
+    mutating func skipArray(depth: Int) {
+        if depth > JSONScanner.maxDepth { fail("nesting too deep"); return }
+        pos &+= 1  // [
+        skipWhitespace()
+        if peek() == 0x5D { pos &+= 1; return }
+        while !failed {
+            skipValue(depth: depth)
+            skipWhitespace()
+            let c = peek()
+            if c == 0x2C { pos &+= 1; continue }
+            if c == 0x5D { pos &+= 1; return }
+            fail("expected ',' or ']'")
+        }
+    }
+
+    /// Scans an array, reporting whether every element is a string.
+    mutating func scanArrayAllStrings() -> Bool {
+        pos &+= 1
+        skipWhitespace()
+        if peek() == 0x5D { pos &+= 1; return true }
+        var all = true
+        while !failed {
+            skipWhitespace()
+            if peek() == 0x22 { _ = scanString() } else { all = false; skipValue(depth: 1) }
+            skipWhitespace()
+            let c = peek()
+            if c == 0x2C { pos &+= 1; continue }
+            if c == 0x5D { pos &+= 1; return all }
+            fail("expected ',' or ']'")
+        }
+        return all
+    }
+}
+
+/// Checks a property or event name against `^[A-Za-z_$][A-Za-z0-9_$]{0,99}$`.
+@inline(__always)
+func isValidName(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+    let n = end &- start
+    if n < 1 || n > 100 { return false }
+    let c0 = p[start]
+    guard (c0 >= 0x61 && c0 <= 0x7A) || (c0 >= 0x41 && c0 <= 0x5A) || c0 == 0x5F || c0 == 0x24 else { return false }
+    var i = start &+ 1
+    while i < end {
+        let c = p[i]
+        guard (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39) || c == 0x5F || c == 0x24 else { return false }
+        i &+= 1
+    }
+    return true
+}
+
+/// Decodes JSON string content (between quotes, already validated) into UTF-8 bytes.
+public func unescapeJSONString(_ raw: UnsafeRawBufferPointer) -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(raw.count)
+    var i = 0
+    func hex(_ at: Int) -> UInt32 {
+        var v: UInt32 = 0
+        for k in 0..<4 {
+            let c = raw[at + k]
+            let d: UInt32 = c <= 0x39 ? UInt32(c - 0x30) : (c <= 0x46 ? UInt32(c - 0x41 + 10) : UInt32(c - 0x61 + 10))
+            v = v << 4 | d
+        }
+        return v
+    }
+    while i < raw.count {
+        let c = raw[i]
+        if c != 0x5C { out.append(c); i += 1; continue }
+        let e = raw[i + 1]
+        switch e {
+        case 0x62: out.append(0x08); i += 2
+        case 0x66: out.append(0x0C); i += 2
+        case 0x6E: out.append(0x0A); i += 2
+        case 0x72: out.append(0x0D); i += 2
+        case 0x74: out.append(0x09); i += 2
+        case 0x75:
+            var cp = hex(i + 2)
+            i += 6
+            if cp >= 0xD800 && cp <= 0xDBFF && i + 6 <= raw.count {
+                let lo = hex(i + 2)
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)
+                i += 6
+            }
+            let scalar = Unicode.Scalar(cp) ?? "\u{FFFD}"
+            out.append(contentsOf: Array(String(Character(scalar)).utf8))
+        default: out.append(e); i += 2
+        }
+    }
+    return out
+}
+
+/// JSON output helpers.
+public enum JSONOut {
+    @usableFromInline static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Appends bytes as JSON string content (no quotes), escaping quote, backslash and control characters.
+    /// Invalid UTF-8 is passed through unchanged (input that reaches here came from validated JSON or headers).
+    public static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        var runStart = 0
+        var i = 0
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == 0x22 || c == 0x5C || c < 0x20 {
+                if i > runStart { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<i])) }
+                out.append(0x5C)
+                switch c {
+                case 0x22: out.append(0x22)
+                case 0x5C: out.append(0x5C)
+                case 0x0A: out.append(0x6E)
+                case 0x0D: out.append(0x72)
+                case 0x09: out.append(0x74)
+                default:
+                    out.append(0x75); out.append(0x30); out.append(0x30)
+                    out.append(hexDigits[Int(c >> 4)]); out.append(hexDigits[Int(c & 15)])
+                }
+                runStart = i + 1
+            }
+            i += 1
+        }
+        if runStart < bytes.count { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<bytes.count])) }
+    }
+
+    /// Appends a Swift string as a quoted JSON string.
+    public static func appendString(_ s: String, to out: inout [UInt8]) {
+        out.append(0x22)
+        var s = s
+        s.withUTF8 { appendEscaped(UnsafeRawBufferPointer($0), to: &out) }
+        out.append(0x22)
+    }
+
+    /// Appends a decimal integer.
+    @inline(__always)
+    public static func appendInt(_ v: Int64, to out: inout [UInt8]) {
+        if v == 0 { out.append(0x30); return }
+        var x = v.magnitude
+        if v < 0 { out.append(0x2D) }
+        var buf: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: enough for 20 digits
+        let n = withUnsafeMutableBytes(of: &buf) { b -> Int in
+            var i = 24
+            while x > 0 {
+                i -= 1
+                b[i] = UInt8(truncatingIfNeeded: x % 10) + 0x30
+                x /= 10
+            }
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: b[i..<24]))
+            return 24 - i
+        }
+        _ = n
+    }
+
+    /// Appends a StaticString verbatim.
+    @inline(__always)
+    public static func appendRaw(_ s: StaticString, to out: inout [UInt8]) {
+        s.withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+}

@@ -1,0 +1,424 @@
+import CRdKafka
+import Logging
+
+/// A Kafka consumer-group member (librdkafka high-level consumer).
+///
+/// Threading: not thread-safe. Create it, poll it, store offsets, commit and close it on one
+/// dedicated thread (most calls block). Callbacks (`onRebalance`, `onPartitionEOF`, `onError`) run
+/// on that thread, inside `poll()` (and `close()`).
+///
+/// Lifetime: call `close()` before dropping the last reference so the group is left cleanly and
+/// stored offsets are committed; `deinit` closes too, without calling the handlers.
+/// The handlers are cleared by `close()`, which breaks cycles through closures that capture the consumer.
+public final class KafkaConsumer {
+    private let handle: KafkaClientHandle
+    private let context: ConsumerContext
+    private let logger: Logger
+    /// The consumer queue (main queue forwarded into it); destroyed in deinit before the handle.
+    private let queue: OpaquePointer
+    /// Reused array of message pointers for `rd_kafka_consume_batch_queue`.
+    private var batch: UnsafeMutablePointer<UnsafeMutablePointer<rd_kafka_message_t>?>
+    private var batchCapacity: Int
+    /// Topic names by librdkafka topic pointer, so messages carry a `String` without allocating.
+    private var topicNames: [UnsafeMutableRawPointer: String] = [:]
+    private var topicNamesGeneration = 0
+    private var closed = false
+
+    /// Defaults added under the caller's `config` (the caller wins).
+    ///
+    /// `partition.assignment.strategy` defaults to `range,roundrobin` (eager): every member of a
+    /// group must use the same value, and librdkafka 2.0.2's `cooperative-sticky` has known hangs
+    /// and crashes on close (fixed in 2.3–2.6). Cooperative is supported when asked for.
+    public static let defaultConfig: [String: String] = [
+        "enable.auto.offset.store": "false",
+        "enable.auto.commit": "true",
+        "auto.commit.interval.ms": "1000",
+        "enable.partition.eof": "true",
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "range,roundrobin",
+    ]
+
+    /// Creates a consumer.
+    ///
+    /// - Parameter config: librdkafka properties (`bootstrap.servers`, `group.id`, ...) over `defaultConfig`.
+    /// - Parameter logger: receives librdkafka's log lines (level ≤ warning as warning/error, the rest as debug) and errors.
+    public init(config: [String: String], logger: Logger) throws {
+        let context = ConsumerContext(logger: logger, role: "consumer")
+        self.context = context
+        self.logger = logger
+        let merged = Self.defaultConfig.merging(config) { _, caller in caller }
+        handle = try KafkaClientHandle(type: RD_KAFKA_CONSUMER, config: merged, context: context) { conf in
+            rd_kafka_conf_set_rebalance_cb(conf, consumerRebalanceCallback)
+        }
+        // Serve rebalances, errors and logs from the consumer queue we batch-consume from.
+        rd_kafka_poll_set_consumer(handle.rk)
+        queue = rd_kafka_queue_get_consumer(handle.rk)!
+        batchCapacity = 1024
+        batch = .allocate(capacity: batchCapacity)
+    }
+
+    deinit {
+        // No user code during teardown.
+        context.onRebalance = nil
+        context.onError = nil
+        context.applyPending(rk: handle.rk)
+        if !closed {
+            _ = rd_kafka_consumer_close(handle.rk)
+            context.applyPending(rk: handle.rk)
+        }
+        rd_kafka_queue_destroy(queue)
+        batch.deallocate()
+        // `handle` is released next: rd_kafka_destroy, then the context.
+    }
+
+    /// Called before the consumer applies an assignment change, on the polling thread inside
+    /// `poll()` (or `close()`). For `revoked`/`lost` it runs before the partitions are unassigned,
+    /// so the handler can flush outputs, `storeOffset` and `commitSync` (a `lost` commit fails).
+    /// Messages fetched before the change was announced are passed to the poll closure first.
+    public var onRebalance: ((RebalanceEvent) -> Void)? {
+        get { context.onRebalance }
+        set { context.onRebalance = newValue }
+    }
+
+    /// Called inside `poll()` when the consumer reaches the end of a partition: (partition, offset of the next message).
+    public var onPartitionEOF: ((TopicPartition, Int64) -> Void)?
+
+    /// Non-fatal errors (broker transport, consume errors of a partition), after they are logged.
+    /// Fatal errors are thrown by `poll()` instead.
+    public var onError: ((KafkaError) -> Void)? {
+        get { context.onError }
+        set { context.onError = newValue }
+    }
+
+    /// Joins the group (named by `group.id`) and subscribes to `topics`. Does not block.
+    public func subscribe(_ topics: [String]) throws {
+        try checkOpen("subscribe")
+        let list = PartitionList(topics.map { TopicPartition(topic: $0, partition: RD_KAFKA_PARTITION_UA) })
+        let err = rd_kafka_subscribe(handle.rk, list.pointer)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(err, "subscribe to \(topics)")
+        }
+    }
+
+    /// Reads the given partitions from the given offsets without group management (no rebalances).
+    /// Offsets are absolute, or `KafkaConsumer.beginning` / `.end` / `.stored`.
+    public func assign(_ offsets: [TopicPartition: Int64]) throws {
+        try checkOpen("assign")
+        let list = PartitionList(offsets.keys, offsets: offsets)
+        let err = rd_kafka_assign(handle.rk, list.pointer)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(err, "assign \(offsets.keys.sorted { ($0.topic, $0.partition) < ($1.topic, $1.partition) })")
+        }
+    }
+
+    /// Logical offset: the partition's first message.
+    public static let beginning = Int64(RD_KAFKA_OFFSET_BEGINNING)
+    /// Logical offset: after the partition's last message.
+    public static let end = Int64(RD_KAFKA_OFFSET_END)
+    /// Logical offset: the group's committed offset (falls back to `auto.offset.reset`).
+    public static let stored = Int64(RD_KAFKA_OFFSET_STORED)
+
+    /// Fetches up to `maxMessages` messages, waiting up to `timeout` for the first, and calls `body`
+    /// for each one in order. Returns how many messages were passed to `body`.
+    ///
+    /// Also serves, on this thread: partition EOFs (`onPartitionEOF`), consume errors (logged, `onError`)
+    /// and rebalances (`onRebalance`, after the batch's messages). If `body` throws, the rest of the
+    /// batch is dropped (those messages will be fetched again only after a rebalance or seek) and
+    /// a pending rebalance is applied by the next `poll()` or `close()`.
+    ///
+    /// - Throws: `KafkaError(.fatal)` with librdkafka's fatal cause, `.state` after `close()`, or what `body` throws.
+    ///
+    /// Blocks: call from a dedicated thread.
+    public func poll(maxMessages: Int, timeout: Duration, _ body: (borrowing KafkaMessage) throws -> Void) throws -> Int {
+        try checkOpen("poll")
+        try throwIfFatal()
+        applyPendingRebalances()
+        if maxMessages > batchCapacity {
+            batch.deallocate()
+            batchCapacity = maxMessages
+            batch = .allocate(capacity: batchCapacity)
+        }
+        context.inPoll = true
+        let count = rd_kafka_consume_batch_queue(queue, timeout.kafkaMilliseconds, batch, max(maxMessages, 1))
+        context.inPoll = false
+        if count < 0 {
+            throw KafkaError(rd_kafka_last_error(), "consume from the consumer queue")
+        }
+        let batch = self.batch
+        defer {
+            for index in 0..<count { rd_kafka_message_destroy(batch[index]) }
+        }
+        var delivered = 0
+        for index in 0..<count {
+            guard let raw = batch[index] else { continue }
+            let err = raw.pointee.err
+            if err == RD_KAFKA_RESP_ERR_NO_ERROR {
+                let message = KafkaMessage(raw: raw, topic: topicName(raw.pointee.rkt))
+                try body(message)
+                delivered += 1
+            } else if err == RD_KAFKA_RESP_ERR__PARTITION_EOF {
+                let tp = TopicPartition(topic: topicName(raw.pointee.rkt), partition: raw.pointee.partition)
+                onPartitionEOF?(tp, raw.pointee.offset)
+            } else {
+                try consumeError(raw)
+            }
+        }
+        applyPendingRebalances()
+        try throwIfFatal()
+        return delivered
+    }
+
+    /// Stores `next` (the offset of the next message to read, i.e. last processed + 1) for the next commit.
+    ///
+    /// - Returns: false when the partition is not assigned to this consumer any more (nothing stored).
+    @discardableResult
+    public func storeOffset(_ tp: TopicPartition, next: Int64) throws -> Bool {
+        try checkOpen("storeOffset")
+        let list = PartitionList([tp], offsets: [tp: next])
+        let err = rd_kafka_offsets_store(handle.rk, list.pointer)
+        let partitionErr = list.elements.first?.err ?? err
+        switch partitionErr {
+        case RD_KAFKA_RESP_ERR_NO_ERROR: return true
+        case RD_KAFKA_RESP_ERR__STATE, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION: return false
+        default: throw KafkaError(partitionErr, "store offset \(next) for \(tp)")
+        }
+    }
+
+    /// Commits the stored offsets and waits for the result. Nothing stored is not an error.
+    ///
+    /// Blocks: call from a dedicated thread.
+    public func commitSync() throws {
+        try checkOpen("commitSync")
+        let err = rd_kafka_commit(handle.rk, nil, 0)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET else {
+            throw KafkaError(err, "commit stored offsets", code: err == RD_KAFKA_RESP_ERR__FATAL ? .fatal : .commit)
+        }
+    }
+
+    /// The partitions currently assigned to this consumer.
+    public func assignment() throws -> [TopicPartition] {
+        try checkOpen("assignment")
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        let err = rd_kafka_assignment(handle.rk, &list)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR, let list else {
+            throw KafkaError(err, "read assignment")
+        }
+        return PartitionList(owning: list).topicPartitions
+    }
+
+    /// Low and high watermark offsets of a partition, asked of the partition leader.
+    /// `high` is the offset the next produced message will get.
+    ///
+    /// Blocks: call from a dedicated thread.
+    public func watermarks(_ tp: TopicPartition, timeout: Duration) throws -> (low: Int64, high: Int64) {
+        try checkOpen("watermarks")
+        var low: Int64 = -1
+        var high: Int64 = -1
+        let err = rd_kafka_query_watermark_offsets(handle.rk, tp.topic, tp.partition, &low, &high, timeout.kafkaMilliseconds)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(err, "query watermarks of \(tp)")
+        }
+        return (low, high)
+    }
+
+    /// Partition count of `topic`, from a metadata request.
+    ///
+    /// Blocks: call from a dedicated thread.
+    public func partitionCount(topic: String, timeout: Duration) throws -> Int {
+        try checkOpen("partitionCount")
+        return try handle.partitionCount(topic: topic, timeout: timeout)
+    }
+
+    /// The group's committed offsets (next offset to read) for `tps`; partitions without a committed offset are absent.
+    ///
+    /// Blocks: call from a dedicated thread.
+    public func committed(_ tps: [TopicPartition], timeout: Duration) throws -> [TopicPartition: Int64] {
+        try checkOpen("committed")
+        let list = PartitionList(tps)
+        let err = rd_kafka_committed(handle.rk, list.pointer, timeout.kafkaMilliseconds)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(err, "fetch committed offsets for \(tps)")
+        }
+        var result: [TopicPartition: Int64] = [:]
+        for element in list.elements {
+            let tp = TopicPartition(topic: String(cString: element.topic), partition: element.partition)
+            if element.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+                throw KafkaError(element.err, "committed offset of \(tp)")
+            }
+            if element.offset >= 0 { result[tp] = element.offset }
+        }
+        return result
+    }
+
+    /// The fatal error of this consumer, if one was raised (then stop without committing).
+    public func fatalError() -> KafkaError? {
+        MaidianKafka.fatalError(handle.rk)
+    }
+
+    /// Leaves the group: a pending rebalance is applied, the revoke of the current assignment is
+    /// reported to `onRebalance`, stored offsets are committed (when `enable.auto.commit` is on)
+    /// and the partitions are released. Then clears the handlers. Idempotent.
+    ///
+    /// Blocks: call from a dedicated thread (the polling thread).
+    public func close() throws {
+        guard !closed else { return }
+        applyPendingRebalances()
+        let err = rd_kafka_consumer_close(handle.rk)
+        applyPendingRebalances()
+        closed = true
+        context.onRebalance = nil
+        context.onError = nil
+        onPartitionEOF = nil
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            throw KafkaError(err, "close consumer")
+        }
+    }
+
+    /// Makes librdkafka raise a fatal error, for tests of fatal-error handling.
+    func triggerFatalErrorForTesting(_ reason: String) {
+        _ = rd_kafka_test_fatal_error(handle.rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
+    }
+
+    // MARK: - Private
+
+    private func checkOpen(_ operation: String) throws {
+        if closed { throw KafkaError(.state, "consumer \(operation): the consumer is closed") }
+    }
+
+    private func throwIfFatal() throws {
+        if let fatal = MaidianKafka.fatalError(handle.rk) { throw fatal }
+    }
+
+    private func applyPendingRebalances() {
+        guard !context.pending.isEmpty else { return }
+        context.applyPending(rk: handle.rk)
+    }
+
+    /// Cached topic name of a message's topic handle.
+    private func topicName(_ rkt: OpaquePointer?) -> String {
+        guard let rkt else { return "" }
+        if topicNamesGeneration != context.revocations {
+            // Topic objects may be freed once unassigned: do not trust old pointers.
+            topicNames.removeAll(keepingCapacity: true)
+            topicNamesGeneration = context.revocations
+        }
+        let key = UnsafeMutableRawPointer(rkt)
+        if let name = topicNames[key] { return name }
+        let name = String(cString: rd_kafka_topic_name(rkt))
+        topicNames[key] = name
+        return name
+    }
+
+    private func consumeError(_ raw: UnsafeMutablePointer<rd_kafka_message_t>) throws {
+        let err = raw.pointee.err
+        let reason = String(cString: rd_kafka_message_errstr(raw))
+        var place = "consumer"
+        if raw.pointee.rkt != nil {
+            let tp = TopicPartition(topic: topicName(raw.pointee.rkt), partition: raw.pointee.partition)
+            place = tp.partition >= 0 ? "consume from \(tp)" : "consume from topic '\(tp.topic)'"
+        }
+        if err == RD_KAFKA_RESP_ERR__FATAL {
+            throw MaidianKafka.fatalError(handle.rk) ?? KafkaError(.fatal, "\(place): \(reason)", rdkafkaCode: err.rawValue)
+        }
+        let code = KafkaError.Code(err)
+        let error = KafkaError(code == .other ? .consume : code, "\(place): \(reason)", rdkafkaCode: err.rawValue)
+        logger.warning("kafka \(error)")
+        context.onError?(error)
+    }
+}
+
+/// A rebalance librdkafka announced and the consumer has not applied yet.
+struct PendingRebalance {
+    let err: rd_kafka_resp_err_t
+    /// Owned copy: librdkafka frees its list when the callback returns.
+    let partitions: PartitionList
+    let cooperative: Bool
+    let lost: Bool
+}
+
+/// Callback state of a consumer.
+final class ConsumerContext: ClientContext {
+    var onRebalance: ((RebalanceEvent) -> Void)?
+    /// True while the polling thread is inside `rd_kafka_consume_batch_queue`.
+    var inPoll = false
+    /// Rebalances announced during a batch: applied after the batch's messages were handed out,
+    /// because the batch API must not race assign/unassign (librdkafka 2.0 known issue), and so
+    /// messages fetched before a revoke are processed before the revoke handler commits.
+    var pending: [PendingRebalance] = []
+    /// Count of revokes/losses applied, to invalidate caches of topic pointers.
+    var revocations = 0
+
+    /// The rebalance callback: defer inside a batch, else (consumer close) apply now.
+    func rebalance(rk: OpaquePointer, err: rd_kafka_resp_err_t, partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?) {
+        let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
+        let list = partitions.map { PartitionList.copy(of: $0) } ?? PartitionList([TopicPartition]())
+        let lost = err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && rd_kafka_assignment_lost(rk) != 0
+        pending.append(PendingRebalance(err: err, partitions: list, cooperative: cooperative, lost: lost))
+        if inPoll {
+            rd_kafka_yield(rk)  // end the batch wait early: the group waits for our (un)assign
+        } else {
+            applyPending(rk: rk)
+        }
+    }
+
+    /// Reports each pending rebalance to `onRebalance`, then applies it.
+    func applyPending(rk: OpaquePointer) {
+        while !pending.isEmpty {
+            let change = pending.removeFirst()
+            let tps = change.partitions.topicPartitions
+            let list = change.partitions.pointer
+            switch change.err {
+            case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+                logger.info("kafka consumer assigned \(tps)")
+                onRebalance?(.assigned(tps))
+                if change.cooperative {
+                    if let error = rd_kafka_incremental_assign(rk, list) {
+                        report(KafkaError(consuming: error, "incremental assign of \(tps)"))
+                    }
+                } else {
+                    let err = rd_kafka_assign(rk, list)
+                    if err != RD_KAFKA_RESP_ERR_NO_ERROR { report(KafkaError(err, "assign \(tps)")) }
+                }
+            case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+                logger.info("kafka consumer \(change.lost ? "lost" : "revoked") \(tps)")
+                onRebalance?(change.lost ? .lost(tps) : .revoked(tps))
+                revocations += 1
+                if change.cooperative {
+                    if let error = rd_kafka_incremental_unassign(rk, list) {
+                        report(KafkaError(consuming: error, "incremental unassign of \(tps)"))
+                    }
+                } else {
+                    let err = rd_kafka_assign(rk, nil)
+                    if err != RD_KAFKA_RESP_ERR_NO_ERROR { report(KafkaError(err, "unassign \(tps)")) }
+                }
+            default:
+                // A rebalance error: drop the assignment, as librdkafka documents.
+                report(KafkaError(change.err, "rebalance failed"))
+                revocations += 1
+                _ = rd_kafka_assign(rk, nil)
+            }
+        }
+    }
+
+    private func report(_ error: KafkaError) {
+        logger.error("kafka consumer: \(error)")
+        onError?(error)
+    }
+}
+
+/// librdkafka's rebalance callback; served inside consume_batch_queue / consumer_close on the polling thread.
+private func consumerRebalanceCallback(
+    _ rk: OpaquePointer?,
+    _ err: rd_kafka_resp_err_t,
+    _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    _ opaque: UnsafeMutableRawPointer?
+) {
+    guard let rk else { return }
+    guard let opaque else {
+        _ = rd_kafka_assign(rk, nil)
+        return
+    }
+    // Unretained: the opaque is the consumer's context, alive until after rd_kafka_destroy (see KafkaClientHandle).
+    let context = Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue()
+    context.rebalance(rk: rk, err: err, partitions: partitions)
+}

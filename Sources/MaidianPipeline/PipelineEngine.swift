@@ -1,0 +1,148 @@
+import Logging
+import MaidianEvents
+
+/// What one stage did, counted by the engine.
+public struct StageCounts: Sendable, Equatable {
+    /// Live events the stage was given.
+    public var received: Int = 0
+    /// Live events it passed on.
+    public var emitted: Int = 0
+    /// Events it dropped on purpose (duplicates, filtered noise).
+    public var dropped: Int = 0
+    /// Events it rejected to the dead-letter topic.
+    public var failed: Int = 0
+    public init() {}
+}
+
+/// Counts of the decoding step (records rather than events).
+public struct DecodeCounts: Sendable, Equatable {
+    public var records: Int = 0
+    public var events: Int = 0
+    public var bytes: Int = 0
+    /// Rejected records by reason (`DeadLetterReason.rawValue`).
+    public var failedRecords: [Int] = Array(repeating: 0, count: DeadLetterReason.allCases.count)
+    /// Rejected events by reason, whichever stage rejected them.
+    public var failedEvents: [Int] = Array(repeating: 0, count: DeadLetterReason.allCases.count)
+    public init() {}
+}
+
+/// Runs a pipeline's stages over batches: decode, then each stage in order, then the outputs.
+/// Not thread-safe: one engine per worker thread.
+public final class PipelineEngine {
+    public let spec: PipelineSpec
+    public let decoder: RecordDecoder
+    /// Stages then outputs, in pipeline order.
+    public let stages: [any Stage]
+    public let stageNames: [String]
+    public private(set) var counts: [StageCounts]
+    public private(set) var decodeCounts = DecodeCounts()
+    public let counters: [(stage: String, counter: StageCounter)]
+    let logger: Logger
+
+    /// Builds every stage of the spec. Errors carry the stage's YAML location.
+    public init(spec: PipelineSpec, registry: StageRegistry, logger: Logger) throws {
+        self.spec = spec
+        self.logger = logger
+        self.decoder = RecordDecoder(limits: spec.source.limits)
+        var stages: [any Stage] = []
+        var names: [String] = []
+        var counters: [(String, StageCounter)] = []
+        let all = spec.stages + spec.outputs
+        var errors: [PipelineError] = []
+        for (i, s) in all.enumerated() {
+            guard let factory = registry.factory(for: s.kind) else {
+                errors.append(PipelineError(
+                    code: .unknownKind, message: "unknown stage kind '\(s.kind)'", location: s.kindLocation,
+                    hint: suggestion(for: s.kind, among: registry.order)))
+                continue
+            }
+            var stageLogger = logger
+            stageLogger[metadataKey: "stage"] = "\(s.kind)"
+            let context = StageContext(logger: stageLogger, baseDirectory: spec.baseDirectory, position: "\(i)")
+            do {
+                stages.append(try factory.build(s.node, context: context))
+                names.append(s.kind)
+                for c in context.counters { counters.append((s.kind, c)) }
+            } catch let e as PipelineError {
+                errors.append(e)
+            } catch let e as PipelineErrors {
+                errors.append(contentsOf: e.errors)
+            } catch {
+                errors.append(PipelineError(code: .invalid, message: "stage '\(s.kind)': \(error)", location: s.kindLocation, underlying: error))
+            }
+        }
+        if errors.count == 1 { throw errors[0] }
+        if !errors.isEmpty { throw PipelineErrors(errors) }
+        self.stages = stages
+        self.stageNames = names
+        self.counters = counters
+        self.counts = Array(repeating: StageCounts(), count: stages.count)
+    }
+
+    /// Decodes the batch's records and runs every stage and output over it.
+    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+        let firstNew = batch.events.count
+        decoder.decodeAll(batch)
+        decodeCounts.records += batch.records.count
+        for r in batch.records where r.status == .failed {
+            decodeCounts.failedRecords[Int(r.reason.rawValue)] += 1
+        }
+        decodeCounts.events += batch.events.count - firstNew
+        for r in batch.records where r.json.isPresent { decodeCounts.bytes += r.json.count }
+
+        var (live, dropped, failed) = statusCounts(batch)
+        for (i, stage) in stages.enumerated() {
+            try stage.process(batch, output: output)
+            let (l, d, f) = statusCounts(batch)
+            counts[i].received += live
+            counts[i].emitted += l
+            counts[i].dropped += d - dropped
+            counts[i].failed += f - failed
+            live = l; dropped = d; failed = f
+        }
+        batch.events.withUnsafeBufferPointer { evs in
+            for e in evs where e.status == .failed {
+                decodeCounts.failedEvents[Int(e.reason.rawValue)] += 1
+            }
+        }
+    }
+
+    /// Tells the stages that partitions went away.
+    public func partitionsRevoked(_ partitions: [Int32]) {
+        for s in stages { s.partitionsRevoked(partitions) }
+    }
+
+    /// End of a bounded run: every stage writes out its state.
+    public func finish(output: OutputBuffer) throws {
+        for s in stages { try s.finish(output: output) }
+    }
+
+    @inline(__always)
+    private func statusCounts(_ batch: EventBatch) -> (Int, Int, Int) {
+        var c = (0, 0, 0)
+        batch.events.withUnsafeBufferPointer { evs in
+            for e in evs {
+                switch e.status {
+                case .live: c.0 += 1
+                case .dropped: c.1 += 1
+                case .failed: c.2 += 1
+                }
+            }
+        }
+        return c
+    }
+
+    /// A human summary of the counts (for `bench` and logs).
+    public func summaryLines() -> [String] {
+        var lines: [String] = []
+        let d = decodeCounts
+        let bad = zip(DeadLetterReason.allCases, d.failedRecords).filter { $0.1 > 0 }.map { "\($0.0)=\($0.1)" }
+        lines.append("decode: records=\(d.records) events=\(d.events) bytes=\(d.bytes) rejected_records={\(bad.joined(separator: ","))}")
+        for (i, n) in stageNames.enumerated() {
+            let c = counts[i]
+            lines.append("\(n): received=\(c.received) emitted=\(c.emitted) dropped=\(c.dropped) failed=\(c.failed)")
+        }
+        for (s, c) in counters { lines.append("\(s).\(c.name)=\(c.value)") }
+        return lines
+    }
+}

@@ -1,0 +1,159 @@
+import Foundation
+import MaidianEvents
+
+/// A pipeline file: where records come from, the stages in order, and the outputs. See `pipelines/README.md`.
+public struct PipelineSpec: Sendable {
+    /// A name for logs and metrics.
+    public var name: String
+    /// The file it was read from.
+    public var file: String
+    /// Directory of `file`, to resolve relative paths in stage configs.
+    public var baseDirectory: String
+    public var source: SourceSpec
+    /// Transform stages, in order.
+    public var stages: [StageSpec]
+    /// Output stages, run after every transform stage.
+    public var outputs: [StageSpec]
+    /// Extra librdkafka producer properties.
+    public var producerKafka: [String: String]
+
+    /// Reads and checks the structure of a pipeline file (stage configs are checked when the engine is built).
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PipelineSpec {
+        let root = try ConfigDocument.load(path: path, environment: environment)
+        return try from(root, file: path)
+    }
+
+    /// Parses pipeline YAML text (tests, embedded pipelines).
+    public static func parse(yaml: String, file: String = "pipeline.yaml", environment: [String: String] = [:]) throws -> PipelineSpec {
+        let root = try ConfigDocument.parse(yaml: yaml, file: file, environment: environment)
+        return try from(root, file: file)
+    }
+
+    static func from(_ root: ConfigNode, file: String) throws -> PipelineSpec {
+        let top: PipelineFile = try root.decode(PipelineFile.self)
+        var errors: [PipelineError] = []
+        func stageSpecs(_ nodes: [ConfigNode]) -> [StageSpec] {
+            nodes.compactMap { node in
+                guard node.isMapping else {
+                    errors.append(PipelineError(code: .badType, message: "expected a mapping with 'kind:'", location: node.location))
+                    return nil
+                }
+                guard let kind = node["kind"]?.string else {
+                    errors.append(PipelineError(code: .missingKey, message: "missing key 'kind'", location: node.location, hint: "every stage names its kind, e.g. 'kind: validate'"))
+                    return nil
+                }
+                return StageSpec(kind: kind, kindLocation: node["kind"]?.location ?? node.location, node: node)
+            }
+        }
+        let stages = stageSpecs(top.stages ?? [])
+        let outputs = stageSpecs(top.outputs ?? [])
+        if errors.count == 1 { throw errors[0] }
+        if !errors.isEmpty { throw PipelineErrors(errors) }
+        let dir = (file as NSString).deletingLastPathComponent
+        return PipelineSpec(
+            name: top.name ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension,
+            file: file, baseDirectory: dir, source: top.source ?? SourceSpec(), stages: stages, outputs: outputs,
+            producerKafka: top.producer?.kafka ?? [:])
+    }
+
+    /// The output topics the pipeline writes (each output stage's `topic:`), for creating them on an
+    /// embedded broker.
+    public var outputTopics: [String] {
+        outputs.compactMap { $0.node["topic"]?.string }
+    }
+}
+
+/// One stage entry of a pipeline: its kind and its YAML mapping (decoded by the stage's own `Config`).
+public struct StageSpec: Sendable {
+    public var kind: String
+    public var kindLocation: SourceLocation
+    public var node: ConfigNode
+}
+
+/// `source:`: the raw topic and how to read it.
+public struct SourceSpec: Decodable, Sendable {
+    /// `embedded` starts librdkafka's mock cluster in-process; otherwise a bootstrap list `host:port,...`.
+    public var brokers: String = "embedded"
+    public var topic: String = "events.raw"
+    public var group: String = "maidian"
+    /// Partitions of the raw topic when the broker is embedded.
+    public var partitions: Int = 8
+    /// Consumer group session timeout.
+    public var sessionTimeout: ConfigDuration = ConfigDuration(milliseconds: 10_000)
+    /// Most records per poll.
+    public var maxBatch: Int = 2000
+    public var limits: RecordLimits = RecordLimits()
+    /// Extra librdkafka consumer properties (they win over Maidian's).
+    public var kafka: [String: String] = [:]
+
+    enum CodingKeys: String, CodingKey {
+        case brokers, topic, group, partitions, limits, kafka
+        case sessionTimeout = "session_timeout", maxBatch = "max_batch"
+    }
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        brokers = try c.decodeIfPresent(String.self, forKey: .brokers) ?? brokers
+        topic = try c.decodeIfPresent(String.self, forKey: .topic) ?? topic
+        group = try c.decodeIfPresent(String.self, forKey: .group) ?? group
+        partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
+        sessionTimeout = try c.decodeIfPresent(ConfigDuration.self, forKey: .sessionTimeout) ?? sessionTimeout
+        maxBatch = try c.decodeIfPresent(Int.self, forKey: .maxBatch) ?? maxBatch
+        limits = try c.decodeIfPresent(LimitsSpec.self, forKey: .limits)?.limits ?? limits
+        kafka = try c.decodeIfPresent([String: String].self, forKey: .kafka) ?? kafka
+        if partitions < 1 { throw PipelineError(code: .badValue, message: "partitions must be at least 1") }
+        if maxBatch < 1 { throw PipelineError(code: .badValue, message: "max_batch must be at least 1") }
+    }
+}
+
+/// `source.limits:` (SPEC section 1).
+struct LimitsSpec: Decodable {
+    var limits = RecordLimits()
+    enum CodingKeys: String, CodingKey {
+        case maxRecordBytes = "max_record_bytes", maxDecompressedBytes = "max_decompressed_bytes", maxEventsPerRecord = "max_events_per_record"
+    }
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        if let v = try c.decodeIfPresent(ByteSize.self, forKey: .maxRecordBytes) { limits.maxCompressedBytes = Int(v.bytes) }
+        if let v = try c.decodeIfPresent(ByteSize.self, forKey: .maxDecompressedBytes) { limits.maxDecompressedBytes = Int(v.bytes) }
+        if let v = try c.decodeIfPresent(Int.self, forKey: .maxEventsPerRecord) { limits.maxEventsPerRecord = v }
+    }
+}
+
+/// `producer:`.
+struct ProducerSpec: Decodable {
+    var kafka: [String: String]?
+}
+
+/// The top level of a pipeline file.
+struct PipelineFile: Decodable {
+    var name: String?
+    var source: SourceSpec?
+    var stages: [ConfigNode]?
+    var outputs: [ConfigNode]?
+    var producer: ProducerSpec?
+}
+
+/// A "did you mean" hint from a list of valid names.
+func suggestion(for word: String, among names: [String]) -> String {
+    let best = names.map { ($0, editDistance(word, $0)) }.min { $0.1 < $1.1 }
+    if let best, best.1 <= 2 { return "did you mean '\(best.0)'?" }
+    return "known kinds: \(names.joined(separator: ", "))"
+}
+
+private func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a), b = Array(b)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var prev = Array(0...b.count)
+    for i in 1...a.count {
+        var cur = [i] + Array(repeating: 0, count: b.count)
+        for j in 1...b.count {
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        prev = cur
+    }
+    return prev[b.count]
+}

@@ -1,0 +1,124 @@
+import Logging
+import MaidianEvents
+
+/// A pipeline stage: a plugin that data engineers place in a pipeline's YAML by its `kind`.
+///
+/// A stage works on a whole batch at a time (loop over `batch.events` inside; no per-event calls through
+/// the protocol) and changes events in place: it marks them `.dropped` or `.failed`, fixes properties, adds
+/// properties, or writes outputs. The engine, not the stage, counts what each stage received, emitted,
+/// dropped and failed.
+///
+/// Adding a stage means: one file with the type and its `Config`, one line in `BuiltinStages.all`, a test
+/// and an example. A team can add its own stage in its own build: see `docs/custom-stage.md`.
+public protocol Stage: AnyObject {
+    /// The stage's options, decoded from its YAML mapping (unknown keys are rejected with file:line:column).
+    associatedtype Config: Decodable
+
+    /// The `kind:` name in YAML, `snake_case`.
+    static var kind: String { get }
+
+    /// One line for `maidian stages` and the docs.
+    static var summary: String { get }
+
+    init(config: Config, context: StageContext) throws
+
+    /// Processes a batch. Outputs go to `output`.
+    func process(_ batch: EventBatch, output: OutputBuffer) throws
+
+    /// Partitions of the source topic this worker no longer holds: drop their state.
+    func partitionsRevoked(_ partitions: [Int32])
+
+    /// The end of a bounded run (`--until-end`) or of a benchmark: write out all state.
+    func finish(output: OutputBuffer) throws
+}
+
+extension Stage {
+    public func partitionsRevoked(_ partitions: [Int32]) {}
+    public func finish(output: OutputBuffer) throws {}
+}
+
+/// A counter a stage owns and the engine reports (for example `duplicates`).
+public final class StageCounter: @unchecked Sendable {
+    // Only the worker thread that owns the pipeline writes it; readers (metrics) tolerate a torn-free
+    // but possibly stale Int read on 64-bit platforms.
+    public private(set) var value: Int = 0
+    public let name: String
+    public init(name: String) { self.name = name }
+    @inline(__always) public func add(_ n: Int = 1) { value &+= n }
+}
+
+/// What a stage gets when it is built.
+public final class StageContext {
+    /// The pipeline's logger, with the stage's kind as metadata.
+    public var logger: Logger
+    /// Directory of the pipeline file, to resolve relative paths in stage configs.
+    public let baseDirectory: String
+    /// Position of the stage in the pipeline (for messages).
+    public let position: String
+    /// Counters the stage registers; the engine reports them.
+    public private(set) var counters: [StageCounter] = []
+
+    public init(logger: Logger, baseDirectory: String, position: String) {
+        self.logger = logger
+        self.baseDirectory = baseDirectory
+        self.position = position
+    }
+
+    /// Registers a named counter (reported as `<kind>.<name>`).
+    public func counter(_ name: String) -> StageCounter {
+        let c = StageCounter(name: name)
+        counters.append(c)
+        return c
+    }
+
+    /// Resolves a path relative to the pipeline file's directory.
+    public func resolvePath(_ path: String) -> String {
+        if path.hasPrefix("/") || baseDirectory.isEmpty { return path }
+        return baseDirectory + "/" + path
+    }
+}
+
+/// How to build one kind of stage from its YAML mapping.
+public struct StageFactory: Sendable {
+    public let kind: String
+    public let summary: String
+    let make: @Sendable (ConfigNode, StageContext) throws -> any Stage
+
+    /// A factory for a stage type.
+    public init<S: Stage>(_ type: S.Type) {
+        self.kind = S.kind
+        self.summary = S.summary
+        self.make = { node, context in
+            let config = try node.decode(S.Config.self, ignoringKeys: ["kind"])
+            return try S(config: config, context: context)
+        }
+    }
+
+    /// Builds the stage from its YAML mapping.
+    public func build(_ node: ConfigNode, context: StageContext) throws -> any Stage {
+        try make(node, context)
+    }
+}
+
+/// The kinds a pipeline can name: the built-in list plus whatever a custom build registers.
+public struct StageRegistry: Sendable {
+    public private(set) var factories: [String: StageFactory] = [:]
+    public private(set) var order: [String] = []
+
+    public init(_ factories: [StageFactory] = []) {
+        for f in factories { register(f) }
+    }
+
+    /// Adds a kind; a later registration of the same kind replaces the earlier one.
+    public mutating func register(_ factory: StageFactory) {
+        if factories[factory.kind] == nil { order.append(factory.kind) }
+        factories[factory.kind] = factory
+    }
+
+    /// Adds a stage type.
+    public mutating func register<S: Stage>(_ type: S.Type) {
+        register(StageFactory(type))
+    }
+
+    public func factory(for kind: String) -> StageFactory? { factories[kind] }
+}

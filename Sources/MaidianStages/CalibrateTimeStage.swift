@@ -1,0 +1,48 @@
+import MaidianEvents
+import MaidianPipeline
+
+/// Corrects events from devices whose clock is wrong (SPEC section 2, time calibration): when
+/// `|received_at - _flush_time|` exceeds `max_skew`, the event time moves by that difference and the client's
+/// original time is kept in `$client_time`.
+public final class CalibrateTimeStage: Stage {
+    public struct Config: Decodable, Sendable {
+        /// Largest tolerated difference between the collector's and the client's clock.
+        public var maxSkew: ConfigDuration = ConfigDuration(milliseconds: 60_000)
+        enum CodingKeys: String, CodingKey { case maxSkew = "max_skew" }
+        public init() {}
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            maxSkew = try c.decodeIfPresent(ConfigDuration.self, forKey: .maxSkew) ?? ConfigDuration(milliseconds: 60_000)
+        }
+    }
+
+    public static let kind = "calibrate_time"
+    public static let summary = "moves events of devices with wrong clocks to collector time, keeping $client_time"
+
+    let maxSkew: Int64
+    let calibrated: StageCounter
+
+    public init(config: Config, context: StageContext) throws {
+        self.maxSkew = config.maxSkew.milliseconds
+        self.calibrated = context.counter("calibrated")
+    }
+
+    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+        let n = batch.events.count
+        for i in 0..<n {
+            let ev = batch.events[i]
+            guard ev.status == .live, ev.type.isTrack, ev.hasFlushTime else { continue }
+            let rec = batch.records[Int(ev.record)]
+            guard rec.hasReceivedAt else { continue }
+            let skew = rec.receivedAt &- ev.flushTime
+            guard skew > maxSkew || skew < -maxSkew else { continue }
+            batch.events[i].time = ev.time &+ skew
+            batch.events[i].calibrated = true
+            calibrated.add()
+            if !batch.hasProperty(event: i, name: "$client_time") {
+                let original = ev.clientTime
+                batch.addProperty(event: i, name: "$client_time") { JSONOut.appendInt(original, to: &$0) }
+            }
+        }
+    }
+}

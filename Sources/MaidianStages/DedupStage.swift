@@ -1,0 +1,88 @@
+import MaidianEvents
+import MaidianPipeline
+
+/// Drops retried copies of events (SPEC section 2, duplicates): two events with the same
+/// (`distinct_id`, `_track_id`, client `time`, `event`) within `window` of event time are one event; the later
+/// copy is dropped and counted. Events without `_track_id` are never duplicates.
+///
+/// Memory is per source partition (an install's uploads stay in one partition) in two generations of at most
+/// `window` of event time each, so an entry lives between one and two windows and the state stays bounded.
+public final class DedupStage: Stage {
+    public struct Config: Decodable, Sendable {
+        public var window: ConfigDuration = ConfigDuration(milliseconds: 600_000)
+        enum CodingKeys: String, CodingKey { case window }
+        public init() {}
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            window = try c.decodeIfPresent(ConfigDuration.self, forKey: .window) ?? ConfigDuration(milliseconds: 600_000)
+            if window.milliseconds <= 0 { throw PipelineError(code: .badValue, message: "window must be positive") }
+        }
+    }
+
+    public static let kind = "dedup"
+    public static let summary = "drops retried copies of events (same distinct_id, _track_id, time, event)"
+
+    /// Seen keys of one partition: 64-bit key hash → event time of the first copy.
+    final class Memory {
+        var current: [UInt64: Int64] = [:]
+        var previous: [UInt64: Int64] = [:]
+        var generationStart: Int64 = .min
+    }
+
+    let window: Int64
+    var memories: [Int32: Memory] = [:]
+    let duplicates: StageCounter
+
+    public init(config: Config, context: StageContext) throws {
+        self.window = config.window.milliseconds
+        self.duplicates = context.counter("duplicates")
+    }
+
+    /// Number of remembered keys (tests and state-size reports).
+    public var rememberedKeys: Int { memories.values.reduce(0) { $0 + $1.current.count + $1.previous.count } }
+
+    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+        let n = batch.events.count
+        var lastPartition: Int32 = -1
+        var memory: Memory? = nil
+        for i in 0..<n {
+            let ev = batch.events[i]
+            guard ev.status == .live, ev.type.isTrack, ev.hasTrackID else { continue }
+            let partition = batch.records[Int(ev.record)].partition
+            if partition != lastPartition || memory == nil {
+                lastPartition = partition
+                if let m = memories[partition] { memory = m } else { let m = Memory(); memories[partition] = m; memory = m }
+            }
+            let m = memory!
+            let key = batch.json.withUnsafeBufferPointer { j in DedupStage.keyHash(ev, j.baseAddress!) }
+            let t = ev.time
+            if m.generationStart == .min { m.generationStart = t }
+            if t &- m.generationStart > window {
+                // Rotate: the older generation is now more than a window behind the newest event time.
+                swap(&m.previous, &m.current)
+                m.current.removeAll(keepingCapacity: true)
+                m.generationStart = t
+            }
+            if let seen = m.current[key] ?? m.previous[key], abs(t &- seen) <= window {
+                batch.events[i].status = .dropped
+                duplicates.add()
+                continue
+            }
+            m.current[key] = t
+        }
+    }
+
+    public func partitionsRevoked(_ partitions: [Int32]) {
+        for p in partitions { memories[p] = nil }
+    }
+
+    @inline(__always)
+    static func keyHash(_ ev: Event, _ j: UnsafePointer<UInt8>) -> UInt64 {
+        var h = Hash64()
+        h.add(j + Int(ev.distinctID.start), ev.distinctID.count)
+        h.add(UInt64(bitPattern: ev.trackID))
+        h.add(UInt64(bitPattern: ev.clientTime))
+        h.add(j + Int(ev.eventName.start), ev.eventName.count)
+        return h.value
+    }
+}

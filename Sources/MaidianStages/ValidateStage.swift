@@ -1,0 +1,135 @@
+import MaidianEvents
+import MaidianPipeline
+
+/// Validates events and fixes their properties (SPEC section 2): invalid events go to the dead-letter topic
+/// with their reason; invalid properties are dropped or repaired and listed in `$dropped_properties`.
+public final class ValidateStage: Stage {
+    public struct Config: Decodable, Sendable {
+        /// Longest kept string value in UTF-8 bytes; longer ones are cut at a character boundary and get `$`.
+        public var maxStringBytes: Int = 8191
+        /// Longest accepted `distinct_id` in bytes.
+        public var maxDistinctIDBytes: Int = 255
+        /// Add `$dropped_properties` listing every dropped property name.
+        public var listDropped: Bool = true
+
+        enum CodingKeys: String, CodingKey {
+            case maxStringBytes = "max_string_bytes", maxDistinctIDBytes = "max_distinct_id_bytes", listDropped = "list_dropped"
+        }
+        public init() {}
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            maxStringBytes = try c.decodeIfPresent(Int.self, forKey: .maxStringBytes) ?? 8191
+            maxDistinctIDBytes = try c.decodeIfPresent(Int.self, forKey: .maxDistinctIDBytes) ?? 255
+            listDropped = try c.decodeIfPresent(Bool.self, forKey: .listDropped) ?? true
+            if maxStringBytes < 1 { throw PipelineError(code: .badValue, message: "max_string_bytes must be at least 1") }
+        }
+    }
+
+    public static let kind = "validate"
+    public static let summary = "rejects invalid events to the dead-letter topic and fixes invalid properties"
+
+    let config: Config
+
+    public init(config: Config, context: StageContext) throws {
+        self.config = config
+    }
+
+    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+        let n = batch.events.count
+        for i in 0..<n {
+            var ev = batch.events[i]
+            guard ev.status == .live else { continue }
+            if let reason = check(ev, batch) {
+                ev.status = .failed
+                ev.reason = reason
+                batch.events[i] = ev
+                continue
+            }
+            if ev.type.isTrack && ev.propertyCount > 0 {
+                fixProperties(i, batch)
+            }
+        }
+    }
+
+    @inline(__always)
+    func check(_ ev: Event, _ batch: EventBatch) -> DeadLetterReason? {
+        switch ev.type {
+        case .missing, .notString, .unknown: return .badType
+        default: break
+        }
+        if ev.type.isTrack {
+            guard ev.eventNameIsString else { return .badEventName }
+            let valid = batch.json.withUnsafeBufferPointer { j -> Bool in
+                if ev.eventNameEscaped {
+                    let d = unescapeJSONString(UnsafeRawBufferPointer(start: j.baseAddress! + Int(ev.eventName.start), count: ev.eventName.count))
+                    return d.withUnsafeBufferPointer { EventNames.isValid($0.baseAddress!, 0, $0.count) }
+                }
+                return EventNames.isValid(j.baseAddress!, Int(ev.eventName.start), Int(ev.eventName.end))
+            }
+            if !valid { return .badEventName }
+        }
+        if ev.timeKind != 1 { return .badTime }
+        if ev.distinctIDKind != 1 || ev.distinctIDLength == 0 || Int(ev.distinctIDLength) > config.maxDistinctIDBytes { return .badDistinctID }
+        if ev.propertiesKind == 2 { return .badProperties }
+        return nil
+    }
+
+    /// Applies SPEC's property fixes. Rare: most events have nothing to fix.
+    @inline(__always)
+    func fixProperties(_ i: Int, _ batch: EventBatch) {
+        let ev = batch.events[i]
+        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
+        var needsFix = false
+        let maxString = config.maxStringBytes
+        batch.properties.withUnsafeBufferPointer { props in
+            for k in lo..<hi {
+                let p = props[k]
+                if !p.nameValid || p.kind == .null || p.kind == .object
+                    || (p.kind == .string && Int(p.decodedLength) > maxString) || p.arrayHasNonString {
+                    needsFix = true
+                    break
+                }
+            }
+        }
+        guard needsFix else { return }
+        var dropped: [Span] = []
+        for k in lo..<hi {
+            var p = batch.properties[k]
+            if !p.nameValid || p.kind == .null {
+                p.fix = .drop
+            } else if p.kind == .object {
+                if !isElementContent(p, batch) { p.fix = .drop }
+            } else if p.kind == .string && Int(p.decodedLength) > maxString {
+                p.replacement = PropertyRepair.truncateString(p, batch, maxBytes: maxString)
+                p.fix = .replace
+            } else if p.arrayHasNonString {
+                p.replacement = PropertyRepair.stringsOnly(p, batch)
+                p.fix = .replace
+            }
+            if p.fix == .drop { dropped.append(p.name) }
+            batch.properties[k] = p
+        }
+        batch.events[i].hasFixes = true
+        if config.listDropped && !dropped.isEmpty && !batch.hasProperty(event: i, name: "$dropped_properties") {
+            batch.addProperty(event: i, name: "$dropped_properties") { out in
+                out.append(0x5B)
+                for (n, span) in dropped.enumerated() {
+                    if n > 0 { out.append(0x2C) }
+                    out.append(0x22)
+                    // Raw string content of validated JSON is already a valid JSON string body.
+                    out.append(contentsOf: batch.json[Int(span.start)..<Int(span.end)])
+                    out.append(0x22)
+                }
+                out.append(0x5D)
+            }
+        }
+    }
+
+    private func isElementContent(_ p: Property, _ batch: EventBatch) -> Bool {
+        let name: StaticString = "$element_content"
+        guard p.name.count == name.utf8CodeUnitCount else { return false }
+        return name.withUTF8Buffer { n in
+            batch.json[Int(p.name.start)..<Int(p.name.end)].elementsEqual(n)
+        }
+    }
+}

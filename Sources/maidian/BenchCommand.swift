@@ -1,0 +1,46 @@
+import ArgumentParser
+import Foundation
+import Logging
+import MaidianPipeline
+import MaidianRecording
+import MaidianRuntime
+
+/// `maidian bench PIPELINE.yaml --recording FILE [--json]`.
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Run a pipeline's stages over a recording from memory, on one thread, and report the speed.")
+
+    @Argument(help: "The pipeline YAML file.") var pipeline: String
+    @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String
+    @Flag(help: "Print one JSON object.") var json = false
+    @Option(help: "Records per batch.") var batch: Int = 1000
+    @Option(help: "Partitions to spread the records over (by key).") var partitions: Int = 8
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let logger = global.makeLogger("maidian.bench")
+        let spec: PipelineSpec
+        let engine: PipelineEngine
+        do {
+            spec = try PipelineSpec.load(path: pipeline)
+            engine = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+        } catch {
+            reportPipelineError(error)
+            throw ExitCode(1)
+        }
+        let loadStart = ContinuousClock.now
+        let records = Bench.prepare(try Recording.read(path: recording), partitions: Int32(partitions))
+        logger.info("loaded \(records.count) records in \(ContinuousClock.now - loadStart)")
+        let result = try Bench.run(engine: engine, records: records, topic: spec.source.topic, batchSize: batch)
+        if json {
+            print(result.json)
+        } else {
+            print(String(format: "%d events (%d records) in %.3f s: %.0f events/s, %.1f MB/s of JSON, peak RSS %.1f MiB",
+                         result.events, result.records, result.seconds, result.eventsPerSecond,
+                         result.megabytesPerSecond, Double(result.peakRSSBytes) / 1_048_576))
+            print("outputs: \(result.outputMessages) messages, \(result.outputBytes) bytes")
+            for line in engine.summaryLines() { print("  " + line) }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import ArgumentParser
+import Logging
+import MaidianPipeline
+
+/// `maidian check PIPELINE.yaml`: validates a pipeline without running it.
+struct CheckCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "check", abstract: "Validate a pipeline file without running it.")
+
+    @Argument(help: "The pipeline YAML file.") var pipeline: String
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let logger = global.makeLogger("maidian.check")
+        do {
+            let spec = try PipelineSpec.load(path: pipeline)
+            let engine = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+            print("\(pipeline): ok (\(engine.stageNames.joined(separator: " → ")))")
+        } catch {
+            reportPipelineError(error)
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// `maidian stages`: lists the stage kinds this build knows.
+struct StagesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "stages", abstract: "List the stage kinds of this build.")
+    func run() throws {
+        for kind in stageRegistry.order {
+            let f = stageRegistry.factory(for: kind)!
+            print("\(kind.padding(toLength: 16, withPad: " ", startingAt: 0)) \(f.summary)")
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+import Logging
+import MaidianKafka
+import MaidianPipeline
+import MaidianRuntime
+import ServiceLifecycle
+
+/// `maidian run PIPELINE.yaml [--until-end]`: a consumer-group worker.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "run", abstract: "Run a pipeline as a Kafka consumer-group worker.")
+
+    @Argument(help: "The pipeline YAML file.") var pipeline: String
+    @Flag(help: "Stop once every held partition reached the end offsets that existed at start; write out all state, commit, exit 0.")
+    var untilEnd = false
+    @OptionGroup var global: GlobalOptions
+
+    func run() async throws {
+        let logger = global.makeLogger("maidian")
+        let spec: PipelineSpec
+        do {
+            spec = try PipelineSpec.load(path: pipeline)
+            // Build once up front so configuration errors show before anything connects.
+            _ = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+        } catch {
+            reportPipelineError(error)
+            throw ExitCode(1)
+        }
+        var broker: EmbeddedBroker?
+        var bootstrap = spec.source.brokers
+        if bootstrap == "embedded" {
+            let b = try EmbeddedBroker(brokers: 1, logger: logger)
+            try b.createTopic(spec.source.topic, partitions: spec.source.partitions)
+            for t in spec.outputTopics { try b.createTopic(t, partitions: spec.source.partitions) }
+            bootstrap = b.bootstrapServers
+            broker = b
+            logger.notice("embedded broker at \(bootstrap): produce into '\(spec.source.topic)' to feed this worker")
+        }
+        var options = WorkerOptions()
+        options.untilEnd = untilEnd
+        options.maxBatch = spec.source.maxBatch
+        let worker = Worker(spec: spec, registry: stageRegistry, bootstrap: bootstrap, options: options, logger: logger)
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: WorkerService(worker: worker), successTerminationBehavior: .gracefullyShutdownGroup,
+                             failureTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        do {
+            try await group.run()
+        } catch {
+            logger.critical("worker failed: \(error)")
+            throw ExitCode(2)
+        }
+        withExtendedLifetime(broker) {}
+    }
+}

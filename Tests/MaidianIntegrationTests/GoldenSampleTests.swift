@@ -1,0 +1,79 @@
+import Foundation
+import Logging
+import MaidianKafka
+import XCTest
+
+/// The golden test of SPEC sections 1, 2 and 5 on the recorded sample traffic: an independent client loads
+/// `sample.ndjson` into an 8-partition raw topic on the mock cluster, two workers of one group run with
+/// `--until-end`, and an independent client reads the outputs back.
+final class GoldenSampleTests: XCTestCase {
+    func testSampleTrafficTwoWorkers() throws {
+        let sample = Integration.shared.appendingPathComponent("traffic/sample.ndjson")
+        let expectedURL = Integration.shared.appendingPathComponent("traffic/sample.expected.json")
+        guard FileManager.default.fileExists(atPath: sample.path) else {
+            XCTFail("missing \(sample.path): the golden test needs ../shared/traffic")
+            return
+        }
+        let expected = try JSONSerialization.jsonObject(with: Data(contentsOf: expectedURL)) as! [String: Any]
+
+        let broker = try EmbeddedBroker(brokers: 1, logger: Logger(label: "golden"))
+        try broker.createTopic("events.raw", partitions: 8)
+        try broker.createTopic("events.enriched", partitions: 8)
+        try broker.createTopic("events.dlq", partitions: 4)
+        let bootstrap = broker.bootstrapServers
+
+        let produced = try Integration.run(Integration.python, Integration.pythonArgs("kafka_produce_recording.py", [bootstrap, "events.raw", sample.path]), timeout: 180)
+        XCTAssertEqual(produced.trimmingCharacters(in: .whitespacesAndNewlines), "9568")
+
+        let env = [
+            "MAIDIAN_BROKERS": bootstrap, "MAIDIAN_GROUP": "golden-\(UUID().uuidString.prefix(8))",
+            "MAIDIAN_SESSION_TIMEOUT": "6s", "MAIDIAN_LOG_LEVEL": "info",
+        ]
+        let pipeline = Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path
+        let workers = try (0..<2).map { i in
+            try Integration.Child(Integration.binary, ["run", pipeline, "--until-end"], environment: env, name: "golden-worker-\(i)")
+        }
+        for (i, w) in workers.enumerated() {
+            let status = w.wait(timeout: 300)
+            XCTAssertEqual(status, 0, "worker \(i) exit status; stderr:\n\(w.stderr.suffix(4000))")
+        }
+
+        let records = try Integration.dumpTopics(bootstrap: bootstrap, ["events.enriched", "events.dlq"])
+        let enriched = records.filter { $0.topic == "events.enriched" }
+        let dlq = records.filter { $0.topic == "events.dlq" }
+
+        XCTAssertEqual(enriched.count, expected["enriched"] as? Int, "records on events.enriched")
+
+        var reasons: [String: Int] = [:]
+        for r in dlq {
+            let o = try JSONSerialization.jsonObject(with: Data(r.value.utf8)) as! [String: Any]
+            reasons[o["reason"] as! String, default: 0] += 1
+        }
+        XCTAssertEqual(reasons, expected["dlq"] as? [String: Int], "dead letters by reason")
+
+        // Every sample entry's $ip, $dropped_properties and $client_time (and calibrated time) on its event.
+        var byTrackID: [String: [String: Any]] = [:]
+        var profiles = 0
+        for r in enriched {
+            let o = try JSONSerialization.jsonObject(with: Data(r.value.utf8)) as! [String: Any]
+            if (o["type"] as? String)?.hasPrefix("profile_") == true { profiles += 1 }
+            XCTAssertEqual(r.key, o["distinct_id"] as? String, "enriched key is distinct_id")
+            if let id = o["_track_id"] as? Int { byTrackID[String(id)] = o }
+        }
+        XCTAssertEqual(profiles, expected["profiles"] as? Int)
+        let samples = expected["samples"] as! [String: [String: Any]]
+        var checked = 0
+        for (trackID, want) in samples {
+            guard let got = byTrackID[trackID] else { XCTFail("sample \(trackID) missing on events.enriched"); continue }
+            let props = got["properties"] as? [String: Any] ?? [:]
+            XCTAssertEqual(got["distinct_id"] as? String, want["distinct_id"] as? String, trackID)
+            XCTAssertEqual((got["time"] as? NSNumber)?.int64Value, (want["time"] as? NSNumber)?.int64Value, "time of \(trackID)")
+            XCTAssertEqual(props["$ip"] as? String, want["$ip"] as? String, "$ip of \(trackID)")
+            XCTAssertEqual((props["$client_time"] as? NSNumber)?.int64Value, (want["$client_time"] as? NSNumber)?.int64Value, "$client_time of \(trackID)")
+            XCTAssertEqual(props["$dropped_properties"] as? [String], want["$dropped_properties"] as? [String], "$dropped_properties of \(trackID)")
+            checked += 1
+        }
+        XCTAssertEqual(checked, samples.count)
+        withExtendedLifetime(broker) {}
+    }
+}

@@ -1,0 +1,2 @@
+import XCTest
+final class PlaceholderRuntimeTests: XCTestCase { func testNothing() {} }

@@ -1,0 +1,80 @@
+import XCTest
+import MaidianEvents
+@testable import MaidianStages
+
+final class DedupStageTests: XCTestCase {
+    func testRetriedCopyDropped() throws {
+        let h = try StageHarness.standard()
+        let ev = trackEvent(trackID: 42)
+        let r1 = try h.run([TestRecord(json: "[\(ev)]")])
+        XCTAssertEqual(r1.enriched.count, 1)
+        let r2 = try h.run([TestRecord(json: "[\(ev)]")])  // a later batch: the SDK retried
+        XCTAssertEqual(r2.enriched.count, 0)
+        XCTAssertEqual(r2.events[0].status, .dropped)
+        let dedup = h.stages[2] as! DedupStage
+        XCTAssertEqual(dedup.duplicates.value, 1)
+    }
+
+    func testDifferentFieldsAreDifferentEvents() throws {
+        let h = try StageHarness.standard()
+        let evs = [
+            trackEvent(trackID: 1), trackEvent(distinctID: "u2", trackID: 1),
+            trackEvent(time: 1_763_700_000_001, trackID: 1), trackEvent(event: "other", trackID: 1),
+            trackEvent(trackID: 2),
+        ]
+        let r = try h.run([TestRecord(json: "[" + evs.joined(separator: ",") + "]")])
+        XCTAssertEqual(r.enriched.count, 5)
+    }
+
+    func testWithoutTrackIDNeverDuplicate() throws {
+        let h = try StageHarness.standard()
+        let ev = trackEvent(trackID: nil)
+        let r = try h.run([TestRecord(json: "[\(ev),\(ev)]")])
+        XCTAssertEqual(r.enriched.count, 2)
+    }
+
+    func testOutsideWindowNotDuplicate() throws {
+        let h = try StageHarness.standard()
+        let t0: Int64 = 1_763_700_000_000
+        // Same client time, but calibration puts the copies 11 minutes apart in event time.
+        let a = trackEvent(time: t0, trackID: 7, flushTime: t0)
+        let r1 = try h.run([TestRecord(json: "[\(a)]", receivedAt: t0)])
+        let r2 = try h.run([TestRecord(json: "[\(a)]", receivedAt: t0 + 660_000)])
+        XCTAssertEqual(r1.enriched.count + r2.enriched.count, 2)
+    }
+
+    func testInsideWindowDuplicateAcrossBatches() throws {
+        let h = try StageHarness.standard()
+        let t0: Int64 = 1_763_700_000_000
+        let a = trackEvent(time: t0, trackID: 7, flushTime: t0)
+        _ = try h.run([TestRecord(json: "[\(a)]", receivedAt: t0)])
+        let r2 = try h.run([TestRecord(json: "[\(a)]", receivedAt: t0 + 540_000)])  // 9 min later
+        XCTAssertEqual(r2.enriched.count, 0)
+    }
+
+    func testMemoryIsBounded() throws {
+        let h = try StageHarness.standard()
+        let dedup = h.stages[2] as! DedupStage
+        var t: Int64 = 1_763_700_000_000
+        for batch in 0..<50 {
+            var evs: [String] = []
+            for i in 0..<100 {
+                evs.append(trackEvent(time: t, trackID: Int64(batch * 1000 + i)))
+                t += 1000  // 100 s of event time per batch
+            }
+            _ = try h.run([TestRecord(json: "[" + evs.joined(separator: ",") + "]")])
+        }
+        // Two generations of at most 10 minutes each: at most ~1200 s of events = 1200 keys (+ one batch).
+        XCTAssertLessThanOrEqual(dedup.rememberedKeys, 1300)
+        XCTAssertGreaterThanOrEqual(dedup.rememberedKeys, 600)
+    }
+
+    func testRevokedPartitionForgotten() throws {
+        let h = try StageHarness.standard()
+        let ev = trackEvent(trackID: 9)
+        _ = try h.run([TestRecord(json: "[\(ev)]", partition: 3)])
+        let dedup = h.stages[2] as! DedupStage
+        dedup.partitionsRevoked([3])
+        XCTAssertEqual(dedup.rememberedKeys, 0)
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Logging
+import MaidianEvents
+import MaidianPipeline
+@testable import MaidianStages
+
+/// A record for tests: value bytes plus the headers SPEC section 1 defines.
+struct TestRecord {
+    var key: String? = "install-1"
+    var value: [UInt8]
+    var ip: String? = "1.0.1.3"
+    var receivedAt: Int64? = 1_763_700_000_000
+    var ua: String? = nil
+    var project: String? = nil
+    var partition: Int32 = 0
+
+    init(json: String, key: String? = "install-1", ip: String? = "1.0.1.3", receivedAt: Int64? = 1_763_700_000_000, project: String? = nil, partition: Int32 = 0) {
+        self.value = Array(json.utf8)
+        self.key = key
+        self.ip = ip
+        self.receivedAt = receivedAt
+        self.project = project
+        self.partition = partition
+    }
+
+    init(bytes: [UInt8]) { self.value = bytes }
+}
+
+/// Runs records through the given stages and the two outputs; returns parsed outputs.
+final class StageHarness {
+    let batch = EventBatch()
+    let output = OutputBuffer()
+    let decoder: RecordDecoder
+    var stages: [any Stage]
+    let enriched: EnrichedOutput
+    let dlq: DeadLetterOutput
+    var offset: Int64 = 0
+
+    init(stages: [any Stage], limits: RecordLimits = RecordLimits()) throws {
+        self.decoder = RecordDecoder(limits: limits)
+        self.stages = stages
+        let ctx = StageHarness.context()
+        self.enriched = try EnrichedOutput(config: .init(), context: ctx)
+        self.dlq = try DeadLetterOutput(config: .init(), context: ctx)
+    }
+
+    static func context() -> StageContext {
+        StageContext(logger: Logger(label: "test"), baseDirectory: "", position: "0")
+    }
+
+    /// Standard pipeline: validate, calibrate_time, dedup, record_presets.
+    static func standard() throws -> StageHarness {
+        let ctx = context()
+        return try StageHarness(stages: [
+            ValidateStage(config: .init(), context: ctx),
+            CalibrateTimeStage(config: .init(), context: ctx),
+            DedupStage(config: .init(), context: ctx),
+            RecordPresetsStage(config: .init(), context: ctx),
+        ])
+    }
+
+    struct Result {
+        var enriched: [(key: String, value: [String: Any], raw: String)] = []
+        var dlq: [(key: String?, value: [String: Any])] = []
+        var events: [Event] = []
+    }
+
+    func run(_ records: [TestRecord]) throws -> Result {
+        batch.reset()
+        output.reset()
+        let t = batch.topicIndex("events.raw")
+        for r in records {
+            func opt(_ s: String?, _ body: (UnsafeRawBufferPointer?) -> Void) {
+                if let s { Array(s.utf8).withUnsafeBytes { body($0) } } else { body(nil) }
+            }
+            r.value.withUnsafeBytes { v in
+                opt(r.key) { k in opt(r.ip) { ip in opt(r.receivedAt.map { String($0) }) { rat in opt(r.ua) { ua in opt(r.project) { pr in
+                    batch.appendRecord(topic: t, partition: r.partition, offset: offset, timestamp: 0, key: k, value: v, ip: ip, receivedAt: rat, ua: ua, project: pr)
+                } } } } }
+            }
+            offset += 1
+        }
+        decoder.decodeAll(batch)
+        for s in stages { try s.process(batch, output: output) }
+        try enriched.process(batch, output: output)
+        try dlq.process(batch, output: output)
+        var result = Result()
+        result.events = batch.events
+        let enrichedTopic = output.topicIndex("events.enriched")
+        for (i, m) in output.messages.enumerated() {
+            let raw = output.valueString(i)
+            let obj = try JSONSerialization.jsonObject(with: Data(raw.utf8), options: [.fragmentsAllowed]) as? [String: Any] ?? [:]
+            if m.topic == enrichedTopic {
+                result.enriched.append((output.keyString(i) ?? "", obj, raw))
+            } else {
+                result.dlq.append((output.keyString(i), obj))
+            }
+        }
+        return result
+    }
+}
+
+/// A valid track event as JSON text, with overrides.
+func trackEvent(
+    event: String = "$AppClick", time: Int64 = 1_763_700_000_000, distinctID: String = "u1", trackID: Int64? = 1,
+    flushTime: Int64? = nil, properties: String = "{\"$screen_name\":\"HomeViewController\"}"
+) -> String {
+    var s = "{\"type\":\"track\",\"event\":\"\(event)\",\"time\":\(time),\"distinct_id\":\"\(distinctID)\""
+    if let trackID { s += ",\"_track_id\":\(trackID)" }
+    if let flushTime { s += ",\"_flush_time\":\(flushTime)" }
+    s += ",\"properties\":\(properties)}"
+    return s
+}
