@@ -42,6 +42,7 @@ public struct ZstdError: Error, CustomStringConvertible, Equatable {
         ZstdError(code: .tooLarge, message: "decompressed data passes the limit of \(limit) bytes")
     }
 
+    /// The error as one line of text.
     public var description: String {
         switch code {
         case .corrupt: return "zstd: corrupt data: \(message)"
@@ -54,6 +55,25 @@ public struct ZstdError: Error, CustomStringConvertible, Equatable {
 @inline(__always)
 private func zstdErrorText(_ code: Int) -> String {
     String(cString: ZSTD_getErrorName(code))
+}
+
+/// 1 MiB of zeros: appending from it is a memcpy, fast even in debug builds (unlike a repeated element).
+nonisolated(unsafe) private let zeroBlock: UnsafeBufferPointer<UInt8> = {
+    let n = 1 << 20
+    let p = UnsafeMutablePointer<UInt8>.allocate(capacity: n)
+    p.initialize(repeating: 0, count: n)
+    return UnsafeBufferPointer(start: p, count: n)
+}()
+
+/// Appends `count` zero bytes.
+@inline(__always)
+private func appendZeros(_ array: inout [UInt8], _ count: Int) {
+    var left = count
+    while left > 0 {
+        let k = Swift.min(left, zeroBlock.count)
+        array.append(contentsOf: UnsafeBufferPointer(rebasing: zeroBlock[0..<k]))
+        left -= k
+    }
 }
 
 /// Appends `count` zero bytes to `array` and calls `body` with a pointer to them; then keeps only the
@@ -70,7 +90,7 @@ private func withAppendedRegion<R>(
         // Geometric growth so that repeated appends stay amortized O(1).
         array.reserveCapacity(Swift.max(needed, array.capacity * 2))
     }
-    array.append(contentsOf: repeatElement(0, count: count))
+    appendZeros(&array, count)
     let r = array.withUnsafeMutableBytes { all in
         body(UnsafeMutableRawBufferPointer(rebasing: all[base..<needed]))
     }
@@ -101,8 +121,8 @@ public final class ZstdDecompressor {
     ///
     /// - Parameters:
     ///   - input: the compressed bytes; an empty input appends nothing.
-    ///   - output: the arena to append to. On error it may hold a partial result past its old count;
-    ///     callers that keep the arena should trim it back.
+    ///   - output: the arena to append to. On error it is left with its old count (its capacity may
+    ///     have grown).
     ///   - limit: the most bytes this call may append.
     /// - Returns: the number of bytes appended.
     /// - Throws: `.corrupt` (libzstd's error text), `.truncated` (input ends mid-frame),
@@ -111,7 +131,7 @@ public final class ZstdDecompressor {
     public func decompress(_ input: UnsafeRawBufferPointer, into output: inout [UInt8], limit: Int) throws(ZstdError) -> Int {
         ZSTD_DCtx_reset(ctx, ZSTD_reset_session_only)
         guard input.count > 0, let inBase = input.baseAddress else { return 0 }
-        let limit = Swift.max(0, limit)
+        let limit = Swift.min(Swift.max(0, limit), Int.max - 1)
         let start = output.count
 
         // First region: the declared content size when it looks plausible, else a multiple of the
@@ -129,6 +149,7 @@ public final class ZstdDecompressor {
         var chunk = Swift.min(hint, limit + 1)
         while true {
             let room = Swift.min(chunk, limit + 1 - produced)
+            let inBefore = inBuf.pos
             let (wrote, ret): (Int, Int) = withAppendedRegion(&output, Swift.max(room, 1)) { region in
                 var outBuf = ZSTD_outBuffer(dst: region.baseAddress, size: region.count, pos: 0)
                 let r = ZSTD_decompressStream(ctx, &outBuf, &inBuf)
@@ -151,6 +172,11 @@ public final class ZstdDecompressor {
             let outputFull = wrote == Swift.max(room, 1)
             if inBuf.pos == inBuf.size && !outputFull {
                 // All input consumed, output not full, frame not finished: the decoder needs more input.
+                output.removeSubrange(start...)
+                throw ZstdError.truncated
+            }
+            if wrote == 0 && inBuf.pos == inBefore {
+                // No progress at all (cannot happen with a conforming libzstd): never spin.
                 output.removeSubrange(start...)
                 throw ZstdError.truncated
             }
@@ -208,6 +234,7 @@ public struct ZstdFileError: Error, CustomStringConvertible {
         self.message = message
     }
 
+    /// The error as one line of text.
     public var description: String { "\(path): \(message)" }
 }
 
@@ -275,8 +302,8 @@ public final class ZstdFileReader {
             if inPos == inEnd && !eof {
                 try refill()
             }
-            if inPos == inEnd && eof {
-                if !atFrameBoundary { throw ZstdError.truncated }
+            if inPos == inEnd && eof && atFrameBoundary {
+                // A finished frame is fully flushed (the decoder returned 0): nothing is left.
                 finished = true
                 break
             }

@@ -22,26 +22,26 @@ class ClientContext {
     func clientError(_ err: rd_kafka_resp_err_t, reason: String, rk: OpaquePointer) {
         if err == RD_KAFKA_RESP_ERR__FATAL {
             // The fatal cause is kept by librdkafka; poll()/produce() read it with rd_kafka_fatal_error.
-            let fatal = fatalError(rk) ?? KafkaError(.fatal, "\(role): \(reason)", rdkafkaCode: err.rawValue)
+            let fatal = raisedFatalError(rk) ?? KafkaError(.fatal, "\(role): \(reason)", rdkafkaCode: err.rawValue)
             logger.error("kafka \(role) fatal error: \(fatal)")
             onError?(fatal)
             return
         }
-        let error = KafkaError(err, "\(role) error")
-        // Transport errors are routine (librdkafka reconnects); keep them out of the error log level.
-        if Code(err) == .brokerTransport {
-            logger.warning("kafka \(role): \(reason)")
+        let error = KafkaError(Code(err), "\(role): \(reason)", rdkafkaCode: err.rawValue)
+        // Transport errors are routine (librdkafka reconnects by itself): warning, not error.
+        if error.code == .brokerTransport {
+            logger.warning("kafka \(error)")
         } else {
-            logger.error("kafka \(role): \(reason)")
+            logger.error("kafka \(error)")
         }
-        onError?(KafkaError(error.code, "\(role): \(reason)", rdkafkaCode: err.rawValue))
+        onError?(error)
     }
 
     typealias Code = KafkaError.Code
 }
 
 /// The fatal error of a client instance, if one was raised.
-func fatalError(_ rk: OpaquePointer) -> KafkaError? {
+func raisedFatalError(_ rk: OpaquePointer) -> KafkaError? {
     var buffer = [CChar](repeating: 0, count: 512)
     let err = rd_kafka_fatal_error(rk, &buffer, buffer.count)
     guard err != RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
@@ -89,8 +89,11 @@ final class KafkaClientHandle {
         self.context = context
     }
 
+    /// Flags for `rd_kafka_destroy_flags` (e.g. `RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE`).
+    var destroyFlags: Int32 = 0
+
     deinit {
-        rd_kafka_destroy(rk)
+        rd_kafka_destroy_flags(rk, destroyFlags)
     }
 
     /// Partition count of `topic` from a metadata request. Blocks.

@@ -11,7 +11,8 @@ import Logging
 /// stored offsets are committed; `deinit` closes too, without calling the handlers.
 /// The handlers are cleared by `close()`, which breaks cycles through closures that capture the consumer.
 public final class KafkaConsumer {
-    private let handle: KafkaClientHandle
+    /// Internal, not private: extensions in other files of this module (explicit commits) use it.
+    let handle: KafkaClientHandle
     private let context: ConsumerContext
     private let logger: Logger
     /// The consumer queue (main queue forwarded into it); destroyed in deinit before the handle.
@@ -28,7 +29,7 @@ public final class KafkaConsumer {
     ///
     /// `partition.assignment.strategy` defaults to `range,roundrobin` (eager): every member of a
     /// group must use the same value, and librdkafka 2.0.2's `cooperative-sticky` has known hangs
-    /// and crashes on close (fixed in 2.3–2.6). Cooperative is supported when asked for.
+    /// and crashes around close and commits (fixed between 2.3 and 2.10). Cooperative is supported when asked for.
     public static let defaultConfig: [String: String] = [
         "enable.auto.offset.store": "false",
         "enable.auto.commit": "true",
@@ -40,13 +41,19 @@ public final class KafkaConsumer {
 
     /// Creates a consumer.
     ///
-    /// - Parameter config: librdkafka properties (`bootstrap.servers`, `group.id`, ...) over `defaultConfig`.
-    /// - Parameter logger: receives librdkafka's log lines (level ≤ warning as warning/error, the rest as debug) and errors.
+    /// - Parameter config: librdkafka properties over `defaultConfig`. `group.id` is required, also
+    ///   for `assign()` without group management (librdkafka's high-level consumer needs one).
+    /// - Parameter logger: receives librdkafka's log lines (syslog levels 0–3 as error, 4 as warning,
+    ///   the rest as debug) and client errors.
+    /// - Throws: `KafkaError(.config)` for a rejected property or a missing `group.id`.
     public init(config: [String: String], logger: Logger) throws {
         let context = ConsumerContext(logger: logger, role: "consumer")
         self.context = context
         self.logger = logger
         let merged = Self.defaultConfig.merging(config) { _, caller in caller }
+        guard let group = merged["group.id"], !group.isEmpty else {
+            throw KafkaError(.config, "consumer property 'group.id' is required")
+        }
         handle = try KafkaClientHandle(type: RD_KAFKA_CONSUMER, config: merged, context: context) { conf in
             rd_kafka_conf_set_rebalance_cb(conf, consumerRebalanceCallback)
         }
@@ -65,6 +72,9 @@ public final class KafkaConsumer {
         if !closed {
             _ = rd_kafka_consumer_close(handle.rk)
             context.applyPending(rk: handle.rk)
+        }
+        if raisedFatalError(handle.rk) != nil {
+            handle.destroyFlags = RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE
         }
         rd_kafka_queue_destroy(queue)
         batch.deallocate()
@@ -184,6 +194,29 @@ public final class KafkaConsumer {
         }
     }
 
+    /// Stores several offsets at once (values are next offsets to read, as in `storeOffset`).
+    ///
+    /// - Returns: the partitions that are not assigned to this consumer any more (nothing stored for them).
+    @discardableResult
+    public func storeOffsets(_ offsets: [TopicPartition: Int64]) throws -> [TopicPartition] {
+        try checkOpen("storeOffsets")
+        guard !offsets.isEmpty else { return [] }
+        let list = PartitionList(offsets.keys, offsets: offsets)
+        _ = rd_kafka_offsets_store(handle.rk, list.pointer)
+        var notAssigned: [TopicPartition] = []
+        for element in list.elements {
+            switch element.err {
+            case RD_KAFKA_RESP_ERR_NO_ERROR: continue
+            case RD_KAFKA_RESP_ERR__STATE, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+                notAssigned.append(TopicPartition(topic: String(cString: element.topic), partition: element.partition))
+            default:
+                let tp = TopicPartition(topic: String(cString: element.topic), partition: element.partition)
+                throw KafkaError(element.err, "store offset \(element.offset) for \(tp)")
+            }
+        }
+        return notAssigned
+    }
+
     /// Commits the stored offsets and waits for the result. Nothing stored is not an error.
     ///
     /// Blocks: call from a dedicated thread.
@@ -252,7 +285,7 @@ public final class KafkaConsumer {
 
     /// The fatal error of this consumer, if one was raised (then stop without committing).
     public func fatalError() -> KafkaError? {
-        MaidianKafka.fatalError(handle.rk)
+        raisedFatalError(handle.rk)
     }
 
     /// Leaves the group: a pending rebalance is applied, the revoke of the current assignment is
@@ -286,7 +319,7 @@ public final class KafkaConsumer {
     }
 
     private func throwIfFatal() throws {
-        if let fatal = MaidianKafka.fatalError(handle.rk) { throw fatal }
+        if let fatal = raisedFatalError(handle.rk) { throw fatal }
     }
 
     private func applyPendingRebalances() {
@@ -318,7 +351,7 @@ public final class KafkaConsumer {
             place = tp.partition >= 0 ? "consume from \(tp)" : "consume from topic '\(tp.topic)'"
         }
         if err == RD_KAFKA_RESP_ERR__FATAL {
-            throw MaidianKafka.fatalError(handle.rk) ?? KafkaError(.fatal, "\(place): \(reason)", rdkafkaCode: err.rawValue)
+            throw raisedFatalError(handle.rk) ?? KafkaError(.fatal, "\(place): \(reason)", rdkafkaCode: err.rawValue)
         }
         let code = KafkaError.Code(err)
         let error = KafkaError(code == .other ? .consume : code, "\(place): \(reason)", rdkafkaCode: err.rawValue)

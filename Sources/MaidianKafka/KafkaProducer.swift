@@ -51,7 +51,9 @@ public final class KafkaProducer {
     /// Creates a producer.
     ///
     /// - Parameter config: librdkafka properties (`bootstrap.servers`, ...) over `defaultConfig`.
-    /// - Parameter logger: receives librdkafka's log lines and client errors.
+    /// - Parameter logger: receives librdkafka's log lines (syslog levels 0–3 as error, 4 as warning,
+    ///   the rest as debug) and client errors.
+    /// - Throws: `KafkaError(.config)` for a rejected property.
     public init(config: [String: String], logger: Logger) throws {
         let context = ProducerContext(logger: logger, role: "producer")
         self.context = context
@@ -208,7 +210,7 @@ public final class KafkaProducer {
     /// Blocks: call from a dedicated thread.
     public func flush(timeout: Duration) throws {
         let err = rd_kafka_flush(handle.rk, timeout.kafkaMilliseconds)
-        if let fatal = MaidianKafka.fatalError(handle.rk) { throw fatal }
+        if let fatal = raisedFatalError(handle.rk) { throw fatal }
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else {
             throw KafkaError(err, "flush: \(outstanding) message(s) still outstanding")
         }
@@ -219,7 +221,7 @@ public final class KafkaProducer {
 
     /// The fatal error of this producer (e.g. idempotence guarantees lost), if one was raised: stop producing.
     public func fatalError() -> KafkaError? {
-        MaidianKafka.fatalError(handle.rk)
+        raisedFatalError(handle.rk)
     }
 
     /// Partition count of `topic`, from a metadata request.
@@ -236,7 +238,7 @@ public final class KafkaProducer {
 
     private func produceError(_ err: rd_kafka_resp_err_t, topic: String, partition: Int32?) -> KafkaError {
         // produceva reports the fatal error's own code, produce reports _FATAL: check the instance either way.
-        if let fatal = MaidianKafka.fatalError(handle.rk) { return fatal }
+        if let fatal = raisedFatalError(handle.rk) { return fatal }
         let place = partition.map { "\(topic)[\($0)]" } ?? "topic '\(topic)'"
         return KafkaError(err, "produce to \(place)")
     }

@@ -1,6 +1,14 @@
 // Byte-level helpers shared by the recording reader, the writer and the traffic generator:
 // appending into [UInt8], decimal integers, JSON string escaping, base64.
 
+/// 1 MiB of zeros: appending from it is a memcpy, fast even in debug builds.
+nonisolated(unsafe) private let zeroBlock: UnsafeBufferPointer<UInt8> = {
+    let n = 1 << 20
+    let p = UnsafeMutablePointer<UInt8>.allocate(capacity: n)
+    p.initialize(repeating: 0, count: n)
+    return UnsafeBufferPointer(start: p, count: n)
+}()
+
 /// Appends `count` bytes to `array` and lets `body` fill them through a pointer; `body` returns how many
 /// it used (the rest are removed). No allocation once the array's capacity suffices.
 @inline(__always)
@@ -9,7 +17,12 @@ func appendRegion(_ array: inout [UInt8], _ count: Int, _ body: (UnsafeMutablePo
     if array.capacity < base + count {
         array.reserveCapacity(Swift.max(base + count, array.capacity * 2))
     }
-    array.append(contentsOf: repeatElement(0, count: count))
+    var left = count
+    while left > 0 {
+        let k = Swift.min(left, zeroBlock.count)
+        array.append(contentsOf: UnsafeBufferPointer(rebasing: zeroBlock[0..<k]))
+        left -= k
+    }
     let used = array.withUnsafeMutableBufferPointer { buf in body(buf.baseAddress! + base) }
     if used < count { array.removeLast(count - used) }
 }
@@ -155,7 +168,7 @@ enum JSONText {
 }
 
 /// Standard base64 (RFC 4648, with padding), fast table-driven encoder and decoder.
-enum Base64 {
+enum Base64Codec {
     static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// 0...63 for alphabet characters (also accepts the URL-safe `-` and `_`), 0xFE for `=`,

@@ -18,8 +18,8 @@ public struct RecordingRecord: Sendable, Equatable {
     }
 
     /// Creates a record with a text key and text headers.
-    public init(key: String?, headers: [(String, String)], timestamp: Int64?, value: [UInt8]) {
-        self.key = key.map { Array($0.utf8) }
+    public init(key: String, headers: [(String, String)], timestamp: Int64?, value: [UInt8]) {
+        self.key = Array(key.utf8)
         self.headers = headers.map { ($0.0, Array($0.1.utf8)) }
         self.timestamp = timestamp
         self.value = value
@@ -39,6 +39,7 @@ public struct RecordingRecord: Sendable, Equatable {
     /// The key as text (invalid UTF-8 repaired).
     public var keyString: String? { key.map { String(decoding: $0, as: UTF8.self) } }
 
+    /// Records are equal when key, headers (in order), timestamp and value are.
     public static func == (a: RecordingRecord, b: RecordingRecord) -> Bool {
         guard a.key == b.key, a.timestamp == b.timestamp, a.value == b.value,
               a.headers.count == b.headers.count else { return false }
@@ -76,5 +77,6 @@ public struct RecordingError: Error, CustomStringConvertible {
         self.underlying = underlying
     }
 
+    /// The message.
     public var description: String { message }
 }

@@ -9,8 +9,8 @@ import Darwin
 #endif
 
 /// Writes a recording file record by record (plain NDJSON, or one streamed zstd frame for
-/// `.ndjson.zst`), buffering about 1 MiB at a time. Call `close()` at the end: until then a compressed
-/// file is incomplete.
+/// `.ndjson.zst`), buffering about 1 MiB at a time. Call `close()` at the end to see write errors:
+/// until then the file is incomplete (deinit closes it too, ignoring errors).
 ///
 /// Not thread-safe.
 public final class RecordingWriter {
@@ -52,7 +52,8 @@ public final class RecordingWriter {
     }
 
     deinit {
-        if fd >= 0 { sysClose(fd) }
+        // Best effort for a writer that was never closed; errors can only be seen through close().
+        if fd >= 0 { try? close() }
     }
 
     /// Appends one record as a line.

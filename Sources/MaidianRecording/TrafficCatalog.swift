@@ -23,7 +23,8 @@ struct PageSpec {
     let screen: [UInt8]
     let title: [UInt8]
     let pagePath: [UInt8]
-    let meanClicks: Double
+    /// Clicks per visit are uniform in 0...maxClicks.
+    let maxClicks: Int
     let elements: [ElementSpec]
     let elementWeights: [Double]
     let next: [Int]
@@ -86,12 +87,12 @@ enum TrafficCatalog {
         Array(",\"$element_path\":\"\(alertPath)\",\"$element_type\":\"UIAlertController\",\"$element_index\":\(i),\"$element_content\":\"\(title)\",\"$element_kind\":\"alert\"".utf8)
     }
 
-    static func page(_ screen: String, _ title: String, nav: Int, index: Int, meanClicks: Double,
+    static func page(_ screen: String, _ title: String, nav: Int, index: Int, maxClicks: Int,
                      elements: [ElementSpec], next: [(Int, Double)]) -> PageSpec {
         PageSpec(
             screen: Array(screen.utf8), title: Array(title.utf8),
             pagePath: Array("UITabBarController-UINavigationController(\(nav))-\(screen)(\(index))".utf8),
-            meanClicks: meanClicks, elements: elements, elementWeights: elements.map(\.weight),
+            maxClicks: maxClicks, elements: elements, elementWeights: elements.map(\.weight),
             next: next.map(\.0), nextWeights: next.map(\.1),
             tableTarget: Array(screen.utf8))
     }
@@ -100,48 +101,48 @@ enum TrafficCatalog {
     static let pages: [PageSpec] = {
         typealias P = Page
         return [
-            page("HomeViewController", "Home", nav: 0, index: 0, meanClicks: 3.0, elements: [
+            page("HomeViewController", "Home", nav: 0, index: 0, maxClicks: 5, elements: [
                 table(weight: 0.5),
                 control("HomeViewController", 0, "Search", "searchTapped:", weight: 0.125),
                 control("HomeViewController", 1, "Scan", "scanTapped:", weight: 0.125),
                 control("HomeViewController", 2, "Messages", "messagesTapped:", weight: 0.125),
                 gesture("HomeViewController", "bannerTapped:", weight: 0.125),
             ], next: [(P.cart, 255), (P.productList, 265), (P.product, 248), (P.profile, 209), (P.search, 223)]),
-            page("ProductListViewController", "ProductList", nav: 0, index: 1, meanClicks: 2.5, elements: [
+            page("ProductListViewController", "ProductList", nav: 0, index: 1, maxClicks: 4, elements: [
                 table(weight: 0.47),
                 control("ProductListViewController", 0, "Filter", "filterTapped:", weight: 0.27),
                 control("ProductListViewController", 1, "Sort", "sortTapped:", weight: 0.26),
             ], next: [(P.cart, 152), (P.home, 187), (P.product, 113)]),
-            page("ProductViewController", "Product", nav: 0, index: 2, meanClicks: 2.5, elements: [
+            page("ProductViewController", "Product", nav: 0, index: 2, maxClicks: 5, elements: [
                 gesture("ProductViewController", "imageTapped:", weight: 0.47),
                 control("ProductViewController", 0, "Add to cart", "addtocartTapped:", weight: 0.135),
                 control("ProductViewController", 1, "Buy now", "buynowTapped:", weight: 0.135),
                 control("ProductViewController", 2, "Share", "shareTapped:", weight: 0.13),
                 control("ProductViewController", 3, "Favorite", "favoriteTapped:", weight: 0.13),
             ], next: [(P.cart, 139), (P.home, 166), (P.productList, 140), (P.search, 4)]),
-            page("SearchViewController", "Search", nav: 0, index: 1, meanClicks: 2.0, elements: [
+            page("SearchViewController", "Search", nav: 0, index: 1, maxClicks: 4, elements: [
                 table(weight: 0.4),
                 control("SearchViewController", 0, "Cancel", "cancelTapped:", weight: 0.4),
                 collection(weight: 0.2),
             ], next: [(P.home, 129), (P.productList, 83)]),
-            page("CartViewController", "Cart", nav: 1, index: 0, meanClicks: 2.5, elements: [
+            page("CartViewController", "Cart", nav: 1, index: 0, maxClicks: 4, elements: [
                 table(weight: 0.5),
                 control("CartViewController", 0, "Checkout", "checkoutTapped:", weight: 0.25),
                 control("CartViewController", 1, "Edit", "editTapped:", weight: 0.25),
             ], next: [(P.home, 209), (P.orderList, 161), (P.product, 136)]),
-            page("OrderListViewController", "OrderList", nav: 2, index: 0, meanClicks: 2.0, elements: [
+            page("OrderListViewController", "OrderList", nav: 2, index: 0, maxClicks: 4, elements: [
                 table(weight: 0.5),
                 control("OrderListViewController", 0, "All", "allTapped:", tag: 1, weight: 0.17),
                 control("OrderListViewController", 1, "Unpaid", "unpaidTapped:", tag: 2, weight: 0.17),
                 control("OrderListViewController", 2, "Shipped", "shippedTapped:", tag: 3, weight: 0.16),
             ], next: [(P.home, 137), (P.profile, 89)]),
-            page("ProfileViewController", "Profile", nav: 3, index: 0, meanClicks: 2.0, elements: [
+            page("ProfileViewController", "Profile", nav: 3, index: 0, maxClicks: 5, elements: [
                 gesture("ProfileViewController", "avatarTapped:", weight: 0.55),
                 control("ProfileViewController", 0, "Settings", "settingsTapped:", weight: 0.15),
                 control("ProfileViewController", 1, "Coupons", "couponsTapped:", weight: 0.15),
                 control("ProfileViewController", 2, "Logout", "logoutTapped:", weight: 0.15, opensAlert: true),
             ], next: [(P.debugMenu, 107), (P.home, 149), (P.orderList, 98)]),
-            page("DebugMenuViewController", "DebugMenu", nav: 3, index: 1, meanClicks: 1.5, elements: [
+            page("DebugMenuViewController", "DebugMenu", nav: 3, index: 1, maxClicks: 3, elements: [
                 control("DebugMenuViewController", 0, "Crash", "crashTapped:", weight: 0.5, crashes: true),
                 control("DebugMenuViewController", 1, "Reset", "resetTapped:", weight: 0.5),
             ], next: [(P.profile, 85), (P.home, 8)]),

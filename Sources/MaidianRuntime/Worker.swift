@@ -113,6 +113,12 @@ private final class State {
     var reachedEnd = Set<Int32>()
     var failure: RuntimeError?
     let sourceTopic: String
+    /// Next offsets whose outputs are all delivered but that are not known to be committed yet.
+    var uncommitted: [Int32: Int64] = [:]
+    var lastCommit = ContinuousClock.now
+    /// State was written out at the end of a bounded run (and nothing was read since).
+    var finishedState = false
+    let commitInterval: Duration = .seconds(1)
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
@@ -128,6 +134,8 @@ private final class State {
             "queued.min.messages": "20000",
             "queued.max.messages.kbytes": "65536",
             "fetch.max.bytes": "16777216",
+            // Offsets are committed explicitly from what was delivered (see commitDelivered).
+            "enable.auto.commit": "false",
         ]
         for (k, v) in spec.source.kafka { consumerConfig[k] = v }
         self.consumer = try KafkaConsumer(config: consumerConfig, logger: logger)
@@ -167,6 +175,7 @@ private final class State {
                     ua: msg.header("ua"), project: msg.header("project"))
             }
             if !batch.records.isEmpty {
+                finishedState = false
                 // Records of partitions revoked during this poll belong to their new owner now.
                 for r in 0..<batch.records.count where !assigned.contains(batch.records[r].partition) {
                     batch.records[r].status = .dropped
@@ -181,16 +190,29 @@ private final class State {
             try checkFailure()
             storeOffsets()
             if let failure { throw failure }
+            // No commits between a revocation and the next assignment: librdkafka completes the unassign
+            // (and rejoins) only once no commit is outstanding.
+            if !awaitingAssignment && ContinuousClock.now - lastCommit >= commitInterval { commitDelivered(final: false) }
             if options.untilEnd && hadAssignment && !awaitingAssignment && assigned.allSatisfy({ reachedEnd.contains($0) }) {
+                // (a refused final commit is retried once the group has rebalanced)
                 logger.info("reached the end offsets of all \(assigned.count) held partitions")
-                batch.reset()
-                output.reset()
-                try engine.finish(output: output)
-                try produceOutputs()
-                break
+                if !finishedState {
+                    batch.reset()
+                    output.reset()
+                    try engine.finish(output: output)
+                    try produceOutputs()
+                    finishedState = true
+                }
+                try drain()
+                // A group rebalancing right now refuses commits: keep polling (which rejoins and commits
+                // in the assignment handler) rather than leave progress uncommitted.
+                if commitDelivered(final: true) { break }
             }
         }
-        try drainAndCommit()
+        try drain()
+        if !commitDelivered(final: true) {
+            logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }): their records will be read again")
+        }
         try consumer.close()
         logger.info("worker stopped", metadata: ["summary": "\(engine.summaryLines().joined(separator: "; "))"])
     }
@@ -234,6 +256,7 @@ private final class State {
     func storeOffsets() {
         tracker.advance()
         for (p, next) in tracker.takeAdvanced() {
+            uncommitted[p] = next
             do {
                 _ = try consumer.storeOffset(TopicPartition(topic: sourceTopic, partition: p), next: next)
             } catch {
@@ -242,8 +265,8 @@ private final class State {
         }
     }
 
-    /// Delivers everything in flight, stores the offsets it covers and commits them.
-    func drainAndCommit() throws {
+    /// Delivers everything in flight and stores the offsets it covers.
+    func drain() throws {
         do {
             try producer.flush(timeout: options.flushTimeout)
         } catch {
@@ -251,7 +274,26 @@ private final class State {
         }
         try checkFailure()
         storeOffsets()
-        try consumer.commitSync()
+    }
+
+    /// Commits the delivered offsets not yet committed. Returns whether nothing is left uncommitted.
+    /// A rebalancing group refuses commits; the offsets are kept and committed after the next assignment.
+    @discardableResult
+    func commitDelivered(final: Bool) -> Bool {
+        lastCommit = ContinuousClock.now
+        if uncommitted.isEmpty { return true }
+        let offsets = Dictionary(uniqueKeysWithValues: uncommitted.map { (TopicPartition(topic: sourceTopic, partition: $0.key), $0.value) })
+        do {
+            try consumer.commitSync(offsets: offsets)
+            for (tp, next) in offsets where uncommitted[tp.partition] == next { uncommitted[tp.partition] = nil }
+            return uncommitted.isEmpty
+        } catch let e as KafkaError where e.isRebalanceError {
+            if final { logger.info("commit deferred until the group has rebalanced: \(e.message)") }
+            return false
+        } catch {
+            logger.warning("commit failed: \(error)")
+            return false
+        }
     }
 
     func rebalance(_ event: RebalanceEvent) {
@@ -259,6 +301,9 @@ private final class State {
         case .assigned(let tps):
             hadAssignment = true
             awaitingAssignment = false
+            // The group is stable again: commit what a refused commit left over, before the new owners
+            // of those partitions (maybe this worker) read their committed offsets.
+            commitDelivered(final: false)
             for tp in tps where tp.topic == sourceTopic {
                 assigned.insert(tp.partition)
                 if let end = endOffsets[tp.partition], end == 0 { reachedEnd.insert(tp.partition) }
@@ -267,15 +312,17 @@ private final class State {
         case .revoked(let tps):
             logger.info("revoked partitions \(tps.map { $0.partition }.sorted())")
             do {
-                try drainAndCommit()
+                try drain()
+                commitDelivered(final: false)
             } catch {
-                logger.error("could not commit on revocation: \(error)")
+                logger.error("could not deliver on revocation: \(error)")
                 if failure == nil { failure = error as? RuntimeError }
             }
             forget(tps)
             awaitingAssignment = true
         case .lost(let tps):
             logger.warning("lost partitions \(tps.map { $0.partition }.sorted()): no commit for them")
+            for tp in tps { uncommitted[tp.partition] = nil }
             forget(tps)
             awaitingAssignment = true
         }

@@ -106,11 +106,14 @@ final class RecordDecoderTests: XCTestCase {
     }
 
     func testDecompressionBombStopsEarly() {
-        // 64 MiB of spaces inside an array compresses to a few KiB; the 16 MiB default stops it.
-        var text = [UInt8](repeating: 0x20, count: 64 << 20)
-        text[0] = 0x5B
-        text[text.count - 1] = 0x5D
-        let bomb = ZstdCompressor().compress(text)
+        // 40 frames of 1 MiB of spaces each (frames may be concatenated): a few KiB that would inflate to
+        // 40 MiB; the 16 MiB default stops it.
+        let c = ZstdCompressor()
+        let spaces = [UInt8](repeating: 0x20, count: 1 << 20)
+        let middle = c.compress(spaces)
+        var bomb = c.compress([0x5B] + spaces)
+        for _ in 0..<38 { bomb += middle }
+        bomb += c.compress(spaces + [0x5D])
         XCTAssertLessThan(bomb.count, 1 << 20)
         let b = decode([bomb])
         XCTAssertEqual(b.records[0].reason, .tooLarge)

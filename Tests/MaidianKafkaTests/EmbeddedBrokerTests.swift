@@ -1,4 +1,3 @@
-import CRdKafka
 import XCTest
 
 @testable import MaidianKafka
@@ -31,7 +30,7 @@ final class EmbeddedBrokerTests: XCTestCase {
         try broker.setBrokerRTT(1, milliseconds: 5)
         try broker.setBrokerDown(3)
         try broker.setBrokerUp(3)
-        broker.pushRequestErrors(apiKey: 0, errors: [RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION.rawValue])
+        broker.pushRequestErrors(apiKey: 0, errors: [6])  // NOT_LEADER_FOR_PARTITION
         broker.clearRequestErrors(apiKey: 0)
 
         // Leadership moved to broker 2 and the cluster still serves produce requests.
@@ -49,6 +48,18 @@ final class EmbeddedBrokerTests: XCTestCase {
         try broker.createTopic("dup", partitions: 1)
         XCTAssertThrowsError(try broker.createTopic("dup", partitions: 1)) { error in
             XCTAssertTrue("\(error)".contains("dup"), "\(error)")
+        }
+    }
+
+    func testRejectedConfigurationThrowsConfigError() throws {
+        let logger = KafkaTestSupport.logger("config-test")
+        XCTAssertThrowsError(try KafkaProducer(config: ["no.such.property": "1"], logger: logger)) { error in
+            XCTAssertEqual((error as? KafkaError)?.code, .config)
+            XCTAssertTrue("\(error)".contains("no.such.property"), "\(error)")
+        }
+        XCTAssertThrowsError(try KafkaConsumer(config: ["bootstrap.servers": "127.0.0.1:1"], logger: logger)) { error in
+            XCTAssertEqual((error as? KafkaError)?.code, .config)
+            XCTAssertTrue("\(error)".contains("group.id"), "\(error)")
         }
     }
 

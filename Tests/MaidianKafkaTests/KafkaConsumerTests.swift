@@ -1,4 +1,3 @@
-import CRdKafka
 import Foundation
 import XCTest
 
@@ -86,9 +85,12 @@ final class KafkaConsumerTests: XCTestCase {
         }
         XCTAssertEqual(total, 1000)
 
-        for (tp, offset) in next {
-            XCTAssertTrue(try consumer.storeOffset(tp, next: offset))
-        }
+        let (firstTP, firstNext) = try XCTUnwrap(next.first)
+        XCTAssertTrue(try consumer.storeOffset(firstTP, next: firstNext))
+        var rest = next
+        rest[firstTP] = nil
+        rest[TopicPartition(topic: topic, partition: 42)] = 5
+        XCTAssertEqual(try consumer.storeOffsets(rest), [TopicPartition(topic: topic, partition: 42)])
         XCTAssertFalse(try consumer.storeOffset(TopicPartition(topic: topic, partition: 99), next: 1), "not assigned")
         try consumer.commitSync()
         try consumer.commitSync()  // nothing new stored: not an error
@@ -115,7 +117,8 @@ final class KafkaConsumerTests: XCTestCase {
         try second.close()
     }
 
-    func testTwoMembersSplitThePartitions() throws {
+    /// Starts a second member once the first owns every partition; returns both members' events.
+    private func splitBetweenTwoMembers(strategy: String?) throws -> (first: [RebalanceEvent], second: [RebalanceEvent]) {
         let logger = KafkaTestSupport.logger("group-split-test")
         let broker = try EmbeddedBroker(logger: logger)
         let topic = KafkaTestSupport.uniqueName("split")
@@ -123,40 +126,74 @@ final class KafkaConsumerTests: XCTestCase {
         try broker.createTopic(topic, partitions: 4)
         try produceTestData(broker, topic: topic, count: 40)
         let all = Set((0..<4).map { TopicPartition(topic: topic, partition: Int32($0)) })
+        let extra = strategy.map { ["partition.assignment.strategy": $0] } ?? [:]
 
-        let first = try KafkaConsumer(config: KafkaTestSupport.groupConfig(broker, group: group), logger: logger)
-        let second = try KafkaConsumer(config: KafkaTestSupport.groupConfig(broker, group: group), logger: logger)
+        let first = try KafkaConsumer(config: KafkaTestSupport.groupConfig(broker, group: group, extra: extra), logger: logger)
+        let second = try KafkaConsumer(config: KafkaTestSupport.groupConfig(broker, group: group, extra: extra), logger: logger)
         var firstEvents: [RebalanceEvent] = []
         var secondEvents: [RebalanceEvent] = []
-        first.onRebalance = { firstEvents.append($0) }
-        second.onRebalance = { secondEvents.append($0) }
         var values = Set<String>()
+        var assignmentAtEvents: [String] = []
+        first.onRebalance = { event in
+            firstEvents.append(event)
+            // The handler runs before the change is applied.
+            assignmentAtEvents.append("\(event): \((try? first.assignment().count) ?? -1)")
+        }
+        second.onRebalance = { secondEvents.append($0) }
         try first.subscribe([topic])
-        try second.subscribe([topic])
+        let owned = try KafkaTestSupport.poll(first, for: .seconds(20), until: { values.count == 40 }) { values.insert($0.value.string) }
+        XCTAssertTrue(owned)
+        XCTAssertEqual(Set(try first.assignment()), all)
 
         // Both members poll from this one thread, in turns.
+        try second.subscribe([topic])
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(40)
         var split = false
-        while clock.now < deadline {
+        while clock.now < deadline, !split {
             for consumer in [first, second] {
                 _ = try consumer.poll(maxMessages: 100, timeout: .milliseconds(50)) { values.insert($0.value.string) }
             }
             let a = Set(try first.assignment())
             let b = Set(try second.assignment())
-            if !a.isEmpty, !b.isEmpty, a.isDisjoint(with: b), a.union(b) == all, values.count == 40 {
-                split = true
-                break
-            }
+            split = !a.isEmpty && !b.isEmpty && a.isDisjoint(with: b) && a.union(b) == all
         }
-        XCTAssertTrue(split, "first \(firstEvents), second \(secondEvents), values \(values.count)")
-        XCTAssertEqual(Set(try first.assignment()).count, 2)
-        XCTAssertEqual(Set(try second.assignment()).count, 2)
-        XCTAssertTrue(firstEvents.contains { if case .assigned = $0 { true } else { false } })
-        XCTAssertTrue(secondEvents.contains { if case .assigned = $0 { true } else { false } })
-        XCTAssertTrue(firstEvents.count + secondEvents.count >= 3, "a rebalance happened: \(firstEvents) \(secondEvents)")
+        XCTAssertTrue(split, "first \(firstEvents), second \(secondEvents)")
+        XCTAssertEqual(try first.assignment().count, 2)
+        XCTAssertEqual(try second.assignment().count, 2)
+        XCTAssertEqual(values.count, 40)
+        XCTAssertTrue(assignmentAtEvents.first?.hasSuffix(": 0") ?? false, "\(assignmentAtEvents)")
         try first.close()
         try second.close()
+        return (firstEvents, secondEvents)
+    }
+
+    func testTwoMembersSplitThePartitions() throws {
+        let (first, second) = try splitBetweenTwoMembers(strategy: nil)
+        // Eager: the first member gives everything back, then gets its half (a slow machine may add
+        // rounds of revoke/assign; the close adds a last revoke).
+        guard first.count >= 4, case .assigned(let initial) = first[0], case .revoked(let revoked) = first[1],
+              case .assigned(let half) = first[first.count - 2], case .revoked = first[first.count - 1] else {
+            return XCTFail("\(first)")
+        }
+        XCTAssertEqual(initial.count, 4)
+        XCTAssertEqual(Set(revoked), Set(initial))
+        XCTAssertEqual(half.count, 2)
+        let secondAssigned = second.compactMap { if case .assigned(let tps) = $0 { tps } else { nil } }
+        XCTAssertEqual(Set(half).union(secondAssigned.last ?? []).count, 4)
+    }
+
+    func testCooperativeStickyMovesOnlyTheRevokedPartitions() throws {
+        let (first, second) = try splitBetweenTwoMembers(strategy: "cooperative-sticky")
+        // Cooperative: the first member keeps two partitions and revokes only the other two.
+        guard first.count >= 2, case .assigned(let initial) = first[0], case .revoked(let revoked) = first[1] else {
+            return XCTFail("\(first)")
+        }
+        XCTAssertEqual(initial.count, 4)
+        XCTAssertEqual(revoked.count, 2)
+        let moved = second.compactMap { if case .assigned(let tps) = $0 { tps } else { nil } }.flatMap { $0 }
+        XCTAssertTrue(Set(revoked).isSubset(of: Set(moved)), "revoked \(revoked), second got \(moved)")
+        XCTAssertFalse(first.contains { if case .lost = $0 { true } else { false } }, "\(first)")
     }
 
     func testWatermarksReportTheProducedCountPerPartition() throws {

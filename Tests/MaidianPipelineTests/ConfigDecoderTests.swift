@@ -400,6 +400,12 @@ final class ConfigDecoderTests: XCTestCase {
                 + " (while scanning for the next token)")
     }
 
+    func testMoreThanOneDocumentIsAnError() {
+        XCTAssertEqual(errorLines { _ = try parse("a: 1\n---\nb: 2\n") }, [
+            "pipelines/x.yaml:2:1: YAML syntax error: expected a single document in the stream, but found another document",
+        ])
+    }
+
     func testDuplicateKeysAreAllReported() {
         let lines = errorLines {
             _ = try parse("""

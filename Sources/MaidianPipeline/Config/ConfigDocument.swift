@@ -60,6 +60,12 @@ public enum ConfigDocument {
              let .parser(context, problem, mark, _),
              let .composer(context, problem, mark, _):
             var hint: String?
+            if let context, problem.hasPrefix("but ") {
+                // e.g. "expected a single document in the stream, but found another document"
+                return PipelineError(
+                    code: .yamlSyntax, message: "YAML syntax error: \(context.text), \(problem)", location: at(mark),
+                    underlying: error)
+            }
             if let context {
                 let where_ = context.mark.line == mark.line && context.mark.column == mark.column
                     ? "" : " that starts at \(context.mark.line):\(context.mark.column)"

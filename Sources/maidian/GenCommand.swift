@@ -1,0 +1,73 @@
+import ArgumentParser
+import MaidianRecording
+
+/// `maidian gen`: writes a recording of realistic simulated traffic (SPEC section 6) for demos and
+/// benchmarks.
+struct GenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gen",
+        abstract: "Generate a recording of realistic app traffic (.ndjson, or .ndjson.zst when FILE ends in .zst).",
+        discussion: """
+            Simulates the sample traffic's shopping app: sessions of page views (both enter/leave styles), \
+            clicks on buttons, images, list and collection cells, crashes, killed apps, retried uploads, \
+            wrong device clocks, profile updates, and about 1% bad records and events (every dead-letter \
+            reason). The same options and seed give byte-identical output.
+            """)
+
+    @Option(help: "Number of simulated app installs.")
+    var users: Int
+
+    @Option(help: "Length of the simulated period in minutes.")
+    var minutes: Int
+
+    @Option(help: "PRNG seed.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Start of the period, ms since the epoch.")
+    var start: Int64 = TrafficConfig.defaultStart
+
+    @Option(help: "Output file; compressed with zstd when it ends in .zst.")
+    var out: String
+
+    @Option(help: "The project header of every record.")
+    var project: String = "shop"
+
+    @Option(help: "Share of users on Android devices (0...1).")
+    var androidShare: Double = 0.15
+
+    @Option(help: "Multiplier of the rates of bad records, bad events and properties needing fixes (0 = clean).")
+    var faultScale: Double = 1
+
+    func validate() throws {
+        guard users > 0 else { throw ValidationError("--users must be positive") }
+        guard minutes > 0 else { throw ValidationError("--minutes must be positive") }
+        guard (0...1).contains(androidShare) else { throw ValidationError("--android-share must be in 0...1") }
+        guard faultScale >= 0 else { throw ValidationError("--fault-scale must not be negative") }
+    }
+
+    func run() throws {
+        let config = TrafficConfig(
+            users: users, minutes: minutes, seed: seed, startMillis: start, project: project,
+            androidShare: androidShare, faultScale: faultScale)
+        let clock = ContinuousClock()
+        let began = clock.now
+        let summary = try TrafficGenerator.generate(config, to: out)
+        let elapsed = clock.now - began
+        let s = summary.stats
+        let ms = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+        print(
+            "gen: \(s.records) records (\(s.retriedRecords) retried, \(s.badRecords) bad), \(s.events) events "
+                + "(\(s.badEvents) bad, \(s.fixableEvents) to fix), \(s.sessions) sessions, \(s.crashes) crashes; "
+                + "\(GenCommand.megabytes(summary.fileBytes)) MB -> \(summary.path) in \(GenCommand.seconds(ms)) s")
+    }
+
+    static func megabytes(_ bytes: Int) -> String {
+        let tenths = (bytes + 50_000) / 100_000
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+
+    static func seconds(_ ms: Int64) -> String {
+        let tenths = (ms + 50) / 100
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+}
