@@ -152,6 +152,8 @@ public struct Event: Sendable {
     public var addedTail: Int32
     /// Free for stages (for example late-event marking).
     public var flags: UInt32
+    /// Which `KnownProperty` names the client sent (kept or not), one bit each: presence checks without a scan.
+    public var known: UInt64
 
     @inlinable public var isLive: Bool { status == .live }
 
@@ -190,6 +192,7 @@ public struct Event: Sendable {
         self.addedHead = -1
         self.addedTail = -1
         self.flags = 0
+        self.known = 0
     }
 }
 
@@ -220,24 +223,30 @@ public struct InputRecord: Sendable {
 /// A batch of input records and the events decoded from them. Reused across batches: `reset()` keeps capacity,
 /// so the steady state allocates nothing per event.
 ///
+/// A value type passed `inout` through the stages: the compiler then checks exclusive access statically
+/// instead of at run time on every array access (measured at about 15% of the per-event cost as a class).
+///
 /// All byte data lives in three arenas addressed by `Span`s: `input` (record keys, headers, values as received),
 /// `json` (decompressed JSON, padded so the scanner can read 8 bytes past any position) and `scratch`
 /// (bytes written by stages: added properties, replacement values).
-public final class EventBatch {
+public struct EventBatch: Sendable {
     public var topics: [String] = []
     public var records: [InputRecord] = []
     public var events: [Event] = []
     public var properties: [Property] = []
     public var added: [AddedProperty] = []
     public var input: [UInt8] = []
+    /// The JSON arena's storage: only `json[0..<jsonCount]` is in use; the rest is spare room that was
+    /// zero-filled once when the arena grew, so decompression writes into it without clearing it first.
     public var json: [UInt8] = []
+    public var jsonCount = 0
     public var scratch: [UInt8] = []
     /// Dead-letter detail messages (rare: only built on failures).
     public var details: [String] = []
 
     public init() {
         input.reserveCapacity(1 << 20)
-        json.reserveCapacity(4 << 20)
+        json = Array(repeating: 0, count: 4 << 20)
         scratch.reserveCapacity(1 << 20)
         events.reserveCapacity(4096)
         properties.reserveCapacity(4096 * 24)
@@ -245,26 +254,26 @@ public final class EventBatch {
     }
 
     /// Empties the batch, keeping capacity.
-    public func reset() {
+    public mutating func reset() {
         records.removeAll(keepingCapacity: true)
         events.removeAll(keepingCapacity: true)
         properties.removeAll(keepingCapacity: true)
         added.removeAll(keepingCapacity: true)
         input.removeAll(keepingCapacity: true)
-        json.removeAll(keepingCapacity: true)
+        jsonCount = 0
         scratch.removeAll(keepingCapacity: true)
         details.removeAll(keepingCapacity: true)
     }
 
     /// Index of a topic name in `topics`, adding it if new.
-    public func topicIndex(_ name: String) -> Int32 {
+    public mutating func topicIndex(_ name: String) -> Int32 {
         if let i = topics.firstIndex(of: name) { return Int32(i) }
         topics.append(name)
         return Int32(topics.count - 1)
     }
 
     @inline(__always)
-    func appendInput(_ bytes: UnsafeRawBufferPointer?) -> Span {
+    mutating func appendInput(_ bytes: UnsafeRawBufferPointer?) -> Span {
         guard let bytes else { return .absent }
         let start = input.count
         input.append(contentsOf: bytes)
@@ -272,7 +281,7 @@ public final class EventBatch {
     }
 
     /// Appends a record; its bytes are copied into the input arena. Decoding happens later (`RecordDecoder`).
-    public func appendRecord(
+    public mutating func appendRecord(
         topic: Int32, partition: Int32, offset: Int64, timestamp: Int64,
         key: UnsafeRawBufferPointer?, value: UnsafeRawBufferPointer,
         ip: UnsafeRawBufferPointer?, receivedAt: UnsafeRawBufferPointer?,
@@ -290,8 +299,25 @@ public final class EventBatch {
         records.append(record)
     }
 
+    /// Makes room for `extra` more bytes in the JSON arena.
+    @inline(__always)
+    public mutating func reserveJSON(_ extra: Int) {
+        let needed = jsonCount + extra
+        if needed > json.count {
+            json.append(contentsOf: repeatElement(0, count: max(needed, json.count * 2) - json.count))
+        }
+    }
+
+    /// Appends bytes to the JSON arena.
+    public mutating func appendJSON(_ bytes: UnsafeRawBufferPointer) {
+        reserveJSON(bytes.count)
+        let at = jsonCount
+        json.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[at..<(at + bytes.count)]).copyMemory(from: bytes) }
+        jsonCount += bytes.count
+    }
+
     /// Records a dead-letter detail text and returns its index.
-    public func addDetail(_ text: String) -> Int32 {
+    public mutating func addDetail(_ text: String) -> Int32 {
         details.append(text)
         return Int32(details.count - 1)
     }
@@ -335,35 +361,62 @@ public final class EventBatch {
         propertyIndex(event: e, name: name) != nil
     }
 
+    /// Whether event `e` has a kept property that is a `KnownProperty`: a bit test, no scan.
+    @inlinable public func hasProperty(event e: Int, _ known: KnownProperty) -> Bool {
+        let ev = events[e]
+        guard ev.known & known.bit != 0 else { return false }
+        if !ev.hasFixes { return true }
+        return propertyIndex(event: e, name: known.name) != nil
+    }
+
     /// Adds `"name":value` to event `e`, where `value` is written by `body` into the scratch arena as JSON.
     @inline(__always)
-    public func addProperty(event e: Int, name: StaticString, _ body: (inout [UInt8]) -> Void) {
+    public mutating func addProperty(event e: Int, name: StaticString, _ body: (inout [UInt8]) -> Void) {
         let start = scratch.count
         scratch.append(0x22)
         name.withUTF8Buffer { scratch.append(contentsOf: $0) }
         scratch.append(0x22)
         scratch.append(0x3A)
         body(&scratch)
+        linkAdded(event: e, Span(start, scratch.count))
+    }
+
+    /// Adds a string property copied from the input arena (header values), escaping as needed.
+    public mutating func addStringProperty(event e: Int, name: StaticString, fromInput span: Span) {
+        let start = scratch.count
+        scratch.append(0x22)
+        name.withUTF8Buffer { scratch.append(contentsOf: $0) }
+        scratch.append(0x22)
+        scratch.append(0x3A)
+        scratch.append(0x22)
+        input.withUnsafeBytes { inp in
+            JSONOut.appendEscaped(UnsafeRawBufferPointer(rebasing: inp[Int(span.start)..<Int(span.end)]), to: &scratch)
+        }
+        scratch.append(0x22)
+        linkAdded(event: e, Span(start, scratch.count))
+    }
+
+    /// Appends a span of the input arena as a quoted, escaped JSON string.
+    public func appendQuotedInput(_ span: Span, to out: inout [UInt8]) {
+        out.append(0x22)
+        input.withUnsafeBytes { inp in
+            JSONOut.appendEscaped(UnsafeRawBufferPointer(rebasing: inp[Int(span.start)..<Int(span.end)]), to: &out)
+        }
+        out.append(0x22)
+    }
+
+    /// Adds a pre-serialized `"name":value` fragment (already in the scratch arena) to event `e`.
+    @inline(__always)
+    public mutating func linkAdded(event e: Int, _ bytes: Span) {
         let idx = Int32(added.count)
-        added.append(AddedProperty(bytes: Span(start, scratch.count), next: -1))
-        if events[e].addedTail >= 0 {
-            added[Int(events[e].addedTail)].next = idx
+        added.append(AddedProperty(bytes: bytes, next: -1))
+        let tail = events[e].addedTail
+        if tail >= 0 {
+            added[Int(tail)].next = idx
         } else {
             events[e].addedHead = idx
         }
         events[e].addedTail = idx
-    }
-
-    /// Adds a string property copied from another arena span, escaping as needed (`raw` is JSON string content
-    /// already escaped when `escapedContent`).
-    public func addStringProperty(event e: Int, name: StaticString, fromInput span: Span) {
-        addProperty(event: e, name: name) { out in
-            out.append(0x22)
-            input.withUnsafeBufferPointer { inp in
-                JSONOut.appendEscaped(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(inp)[Int(span.start)..<Int(span.end)]), to: &out)
-            }
-            out.append(0x22)
-        }
     }
 }
 

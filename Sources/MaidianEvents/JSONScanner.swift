@@ -16,10 +16,15 @@ struct JSONScanner {
     /// Nesting limit: deeper documents are rejected as malformed rather than risking the stack.
     static let maxDepth = 256
 
-    @inlinable init(base: UnsafePointer<UInt8>, start: Int, end: Int) {
+    /// `NameClass.table`, loaded once: a global's lazy-initialization check inside a byte loop costs more
+    /// than the loop.
+    @usableFromInline let classes: UnsafePointer<UInt8>
+
+    init(base: UnsafePointer<UInt8>, start: Int, end: Int) {
         self.p = base
         self.pos = start
         self.end = end
+        self.classes = NameClass.table
     }
 
     @inline(__always) mutating func fail(_ what: StaticString) {
@@ -143,6 +148,51 @@ struct JSONScanner {
         case 0xF4: return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0
         default: return 0
         }
+    }
+
+    /// Scans an object key at the opening quote, checking on the way whether it is a valid SPEC name
+    /// (`^[A-Za-z_$][A-Za-z0-9_$]{0,99}$`). Keys are short and almost always plain ASCII names, so one pass
+    /// with a class table does both; anything else falls back to `scanString`.
+    @inline(__always) mutating func scanKey() -> (StringInfo, Bool) {
+        let start = pos &+ 1
+        var i = start
+        var valid: UInt8 = NameClass.rest
+        let table = classes
+        while i < end {
+            let k = table[Int(p[i])]
+            if k & NameClass.stop != 0 { break }
+            valid &= k
+            i &+= 1
+        }
+        if i < end && p[i] == 0x22 {
+            pos = i &+ 1
+            let n = i &- start
+            let ok = valid != 0 && n >= 1 && n <= 100 && table[Int(p[start])] & NameClass.first != 0
+            return (StringInfo(start: start, end: i, escaped: false, decodedLength: n), ok)
+        }
+        let info = scanString()
+        if failed || info.escaped { return (info, false) }  // escaped names are checked by the caller
+        return (info, false)  // non-ASCII or control bytes: never a valid name
+    }
+
+    /// Skips a number, validating its syntax.
+    @inline(__always) mutating func skipNumber() {
+        var i = pos
+        if i < end && p[i] == 0x2D { i &+= 1 }
+        guard i < end, p[i] >= 0x30 && p[i] <= 0x39 else { pos = i; fail("bad number"); return }
+        if p[i] == 0x30 { i &+= 1 } else { while i < end, p[i] &- 0x30 < 10 { i &+= 1 } }
+        if i < end && p[i] == 0x2E {
+            i &+= 1
+            guard i < end, p[i] &- 0x30 < 10 else { pos = i; fail("bad fraction"); return }
+            while i < end, p[i] &- 0x30 < 10 { i &+= 1 }
+        }
+        if i < end && (p[i] == 0x65 || p[i] == 0x45) {
+            i &+= 1
+            if i < end && (p[i] == 0x2B || p[i] == 0x2D) { i &+= 1 }
+            guard i < end, p[i] &- 0x30 < 10 else { pos = i; fail("bad exponent"); return }
+            while i < end, p[i] &- 0x30 < 10 { i &+= 1 }
+        }
+        pos = i
     }
 
     /// Scans a number. Returns whether it is an integer that fits Int64, and its value then.
@@ -287,20 +337,40 @@ struct JSONScanner {
     }
 }
 
+/// Byte classes for names and key scanning.
+enum NameClass {
+    static let first: UInt8 = 1
+    static let rest: UInt8 = 2
+    /// Quote, backslash, control or non-ASCII: ends the fast key scan.
+    static let stop: UInt8 = 4
+    nonisolated(unsafe) static let table: UnsafePointer<UInt8> = {
+        let t = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
+        for c in 0..<256 {
+            var k: UInt8 = 0
+            let isAlpha = (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+            if isAlpha || c == 0x5F || c == 0x24 { k |= first | rest }
+            if c >= 0x30 && c <= 0x39 { k |= rest }
+            if c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 { k |= stop }
+            t[c] = k
+        }
+        return UnsafePointer(t)
+    }()
+}
+
 /// Checks a property or event name against `^[A-Za-z_$][A-Za-z0-9_$]{0,99}$`.
 @inline(__always)
 func isValidName(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
     let n = end &- start
     if n < 1 || n > 100 { return false }
-    let c0 = p[start]
-    guard (c0 >= 0x61 && c0 <= 0x7A) || (c0 >= 0x41 && c0 <= 0x5A) || c0 == 0x5F || c0 == 0x24 else { return false }
+    let t = NameClass.table
+    guard t[Int(p[start])] & NameClass.first != 0 else { return false }
+    var valid = NameClass.rest
     var i = start &+ 1
     while i < end {
-        let c = p[i]
-        guard (c >= 0x61 && c <= 0x7A) || (c >= 0x41 && c <= 0x5A) || (c >= 0x30 && c <= 0x39) || c == 0x5F || c == 0x24 else { return false }
+        valid &= t[Int(p[i])]
         i &+= 1
     }
-    return true
+    return valid != 0
 }
 
 /// Decodes JSON string content (between quotes, already validated) into UTF-8 bytes.

@@ -10,7 +10,7 @@ public struct OutputMessage: Sendable {
 }
 
 /// The serialized outputs of one batch. Reused across batches.
-public final class OutputBuffer {
+public struct OutputBuffer: Sendable {
     public var topics: [String] = []
     public var bytes: [UInt8] = []
     public var messages: [OutputMessage] = []
@@ -20,13 +20,13 @@ public final class OutputBuffer {
         messages.reserveCapacity(8192)
     }
 
-    public func reset() {
+    public mutating func reset() {
         bytes.removeAll(keepingCapacity: true)
         messages.removeAll(keepingCapacity: true)
     }
 
     /// Index of a topic name, adding it if new.
-    public func topicIndex(_ name: String) -> Int32 {
+    public mutating func topicIndex(_ name: String) -> Int32 {
         if let i = topics.firstIndex(of: name) { return Int32(i) }
         topics.append(name)
         return Int32(topics.count - 1)
@@ -36,7 +36,7 @@ public final class OutputBuffer {
     @inline(__always) public func begin() -> Int { bytes.count }
 
     /// Finishes a message whose key is `bytes[keyStart..<valueStart]` and value `bytes[valueStart...]`.
-    @inline(__always) public func finish(topic: Int32, record: Int32, keyStart: Int, valueStart: Int, hasKey: Bool = true) {
+    @inline(__always) public mutating func finish(topic: Int32, record: Int32, keyStart: Int, valueStart: Int, hasKey: Bool = true) {
         messages.append(OutputMessage(
             topic: topic, key: hasKey ? Span(keyStart, valueStart) : .absent,
             value: Span(valueStart, bytes.count), record: record))
@@ -60,7 +60,7 @@ public final class OutputBuffer {
 /// original event bytes rather than re-serializing the event.
 public enum OutputWriter {
     /// Writes every live event of the batch to `topic` (key `distinct_id`).
-    public static func writeEnriched(_ batch: EventBatch, topic: Int32, into out: OutputBuffer) {
+    public static func writeEnriched(_ batch: borrowing EventBatch, topic: Int32, into out: inout OutputBuffer) {
         let count = batch.events.count
         if count == 0 { return }
         batch.json.withUnsafeBufferPointer { jb in
@@ -84,7 +84,7 @@ public enum OutputWriter {
 
     /// The event with its fixes, calibration and added properties, in the input format.
     @inline(__always)
-    static func writeEvent(_ ev: Event, _ batch: EventBatch, _ j: UnsafePointer<UInt8>, _ o: inout [UInt8]) {
+    static func writeEvent(_ ev: Event, _ batch: borrowing EventBatch, _ j: UnsafePointer<UInt8>, _ o: inout [UInt8]) {
         let start = Int(ev.bytes.start), end = Int(ev.bytes.end)
         if ev.type.isProfile || (!ev.calibrated && ev.addedHead < 0 && !ev.hasFixes) {
             o.append(contentsOf: UnsafeRawBufferPointer(start: j + start, count: end - start))
@@ -132,7 +132,7 @@ public enum OutputWriter {
     }
 
     @inline(__always)
-    static func appendAdded(_ ev: Event, _ batch: EventBatch, _ first: inout Bool, _ o: inout [UInt8]) {
+    static func appendAdded(_ ev: Event, _ batch: borrowing EventBatch, _ first: inout Bool, _ o: inout [UInt8]) {
         var a = ev.addedHead
         batch.scratch.withUnsafeBufferPointer { sb in
             let s = sb.baseAddress!
@@ -146,7 +146,7 @@ public enum OutputWriter {
         }
     }
 
-    static func writeFixedProperties(_ ev: Event, _ batch: EventBatch, _ j: UnsafePointer<UInt8>, _ o: inout [UInt8]) {
+    static func writeFixedProperties(_ ev: Event, _ batch: borrowing EventBatch, _ j: UnsafePointer<UInt8>, _ o: inout [UInt8]) {
         o.append(0x7B)
         var first = true
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
@@ -170,7 +170,7 @@ public enum OutputWriter {
     }
 
     /// Writes every failed record and failed event of the batch to `topic` (key: the input record's key).
-    public static func writeDeadLetters(_ batch: EventBatch, topic: Int32, into out: OutputBuffer) {
+    public static func writeDeadLetters(_ batch: borrowing EventBatch, topic: Int32, into out: inout OutputBuffer) {
         for r in 0..<batch.records.count {
             let rec = batch.records[r]
             if rec.status == .failed {
@@ -203,7 +203,7 @@ public enum OutputWriter {
         }
     }
 
-    private static func writeDeadLetterHead(_ batch: EventBatch, _ rec: InputRecord, reason: DeadLetterReason, detail: Int32, _ o: inout [UInt8]) {
+    private static func writeDeadLetterHead(_ batch: borrowing EventBatch, _ rec: InputRecord, reason: DeadLetterReason, detail: Int32, _ o: inout [UInt8]) {
         JSONOut.appendRaw("{\"reason\":\"", to: &o)
         JSONOut.appendRaw(reason.staticName, to: &o)
         JSONOut.appendRaw("\",\"detail\":", to: &o)

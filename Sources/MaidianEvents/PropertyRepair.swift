@@ -16,7 +16,7 @@ public enum EventNames {
 /// Builds replacement values for the property fixes of SPEC section 2, into the batch's scratch arena.
 public enum PropertyRepair {
     /// A string cut at a character boundary to at most `maxBytes` UTF-8 bytes, then `$` appended.
-    public static func truncateString(_ p: Property, _ batch: EventBatch, maxBytes: Int) -> Span {
+    public static func truncateString(_ p: Property, _ batch: inout EventBatch, maxBytes: Int) -> Span {
         let start = batch.scratch.count
         let content = Array(batch.json[Int(p.value.start) + 1..<Int(p.value.end) - 1])
         let decoded: [UInt8] = p.valueEscaped ? content.withUnsafeBytes { unescapeJSONString($0) } : content
@@ -33,7 +33,7 @@ public enum PropertyRepair {
     }
 
     /// An array with only its string elements, in order.
-    public static func stringsOnly(_ p: Property, _ batch: EventBatch) -> Span {
+    public static func stringsOnly(_ p: Property, _ batch: inout EventBatch) -> Span {
         let start = batch.scratch.count
         var kept: [Span] = []
         batch.json.withUnsafeBufferPointer { jb in

@@ -21,6 +21,9 @@ public struct RecordLimits: Sendable, Equatable {
 public final class RecordDecoder {
     public var limits: RecordLimits
     private let zstd = ZstdDecompressor()
+    private let knownNames = KnownNameTable()
+    /// Output of the streaming path (frames without a declared size), reused.
+    private var streamBuffer: [UInt8] = []
     /// Scanner padding: the JSON arena always has this many readable bytes after any record.
     static let padding = 16
 
@@ -29,27 +32,27 @@ public final class RecordDecoder {
     }
 
     /// Decodes every record of the batch that has not been decoded yet.
-    public func decodeAll(_ batch: EventBatch) {
+    public func decodeAll(_ batch: inout EventBatch) {
         for r in 0..<batch.records.count where !batch.records[r].json.isPresent && batch.records[r].status == .live {
-            decode(batch, record: r)
+            decode(&batch, record: r)
         }
     }
 
-    private func failRecord(_ batch: EventBatch, _ r: Int, _ reason: DeadLetterReason, _ detail: String) {
+    private func failRecord(_ batch: inout EventBatch, _ r: Int, _ reason: DeadLetterReason, _ detail: String) {
         batch.records[r].status = .failed
         batch.records[r].reason = reason
         batch.records[r].detail = batch.addDetail(detail)
     }
 
     /// Decodes one record into events.
-    public func decode(_ batch: EventBatch, record r: Int) {
+    public func decode(_ batch: inout EventBatch, record r: Int) {
         let value = batch.records[r].value
         let n = value.count
         if n > limits.maxCompressedBytes {
-            failRecord(batch, r, .tooLarge, "record value is \(n) bytes, more than the limit of \(limits.maxCompressedBytes)")
+            failRecord(&batch, r, .tooLarge, "record value is \(n) bytes, more than the limit of \(limits.maxCompressedBytes)")
             return
         }
-        let jsonStart = batch.json.count
+        let jsonStart = batch.jsonCount
         var kind = 0  // 1 zstd, 2 raw JSON
         batch.input.withUnsafeBufferPointer { inp in
             let v = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(inp)[Int(value.start)..<Int(value.end)])
@@ -61,49 +64,80 @@ public final class RecordDecoder {
                 if i < n && v[i] == 0x5B { kind = 2 }
             }
         }
+        let limit = limits.maxDecompressedBytes
         switch kind {
         case 1:
             var err: ZstdError?
-            batch.input.withUnsafeBufferPointer { inp in
-                let v = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(inp)[Int(value.start)..<Int(value.end)])
-                do {
-                    _ = try zstd.decompress(v, into: &batch.json, limit: limits.maxDecompressedBytes)
-                } catch {
-                    err = error as? ZstdError ?? ZstdError(code: .corrupt, message: "\(error)")
+            var declared: Int? = nil
+            batch.input.withUnsafeBytes { inp in
+                declared = zstd.declaredSize(UnsafeRawBufferPointer(rebasing: inp[Int(value.start)..<Int(value.end)]))
+            }
+            if let size = declared, size > limit {
+                failRecord(&batch, r, .tooLarge, "the zstd frames declare \(size) bytes, more than the limit of \(limit)")
+                return
+            }
+            if let size = declared {
+                // Fast path: every frame declares its size; decompress in one call straight into the arena.
+                batch.reserveJSON(size + RecordDecoder.padding)
+                let at = batch.jsonCount
+                batch.input.withUnsafeBytes { inp in
+                    let v = UnsafeRawBufferPointer(rebasing: inp[Int(value.start)..<Int(value.end)])
+                    batch.json.withUnsafeMutableBytes { out in
+                        do {
+                            _ = try zstd.decompressExactly(v, into: UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + size)]))
+                        } catch {
+                            err = error as? ZstdError ?? ZstdError(code: .corrupt, message: "\(error)")
+                        }
+                    }
                 }
+                if err == nil { batch.jsonCount += size }
+            } else {
+                // Streaming with the cap, for frames that do not declare their size.
+                streamBuffer.removeAll(keepingCapacity: true)
+                batch.input.withUnsafeBytes { inp in
+                    let v = UnsafeRawBufferPointer(rebasing: inp[Int(value.start)..<Int(value.end)])
+                    do {
+                        _ = try zstd.decompress(v, into: &streamBuffer, limit: limit)
+                    } catch {
+                        err = error as? ZstdError ?? ZstdError(code: .corrupt, message: "\(error)")
+                    }
+                }
+                if err == nil { streamBuffer.withUnsafeBytes { batch.appendJSON($0) } }
             }
             if let err {
-                batch.json.removeSubrange(jsonStart...)
                 if err.code == .tooLarge {
-                    failRecord(batch, r, .tooLarge, "decompressed value passes the limit of \(limits.maxDecompressedBytes) bytes")
+                    failRecord(&batch, r, .tooLarge, "decompressed value passes the limit of \(limit) bytes")
                 } else {
-                    failRecord(batch, r, .badZstd, "zstd: \(err.message)")
+                    failRecord(&batch, r, .badZstd, "zstd: \(err.message)")
                 }
                 return
             }
         case 2:
-            if n > limits.maxDecompressedBytes {
-                failRecord(batch, r, .tooLarge, "JSON value is \(n) bytes, more than the limit of \(limits.maxDecompressedBytes)")
+            if n > limit {
+                failRecord(&batch, r, .tooLarge, "JSON value is \(n) bytes, more than the limit of \(limit)")
                 return
             }
-            let start = Int(value.start)
-            batch.json.append(contentsOf: batch.input[start..<(start + n)])
+            let copy = Array(batch.input[Int(value.start)..<Int(value.end)])
+            copy.withUnsafeBytes { batch.appendJSON($0) }
         default:
-            failRecord(batch, r, .badEncoding, n == 0 ? "empty record value" : "record value is neither zstd (magic 28 B5 2F FD) nor a JSON array")
+            failRecord(&batch, r, .badEncoding, n == 0 ? "empty record value" : "record value is neither zstd (magic 28 B5 2F FD) nor a JSON array")
             return
         }
-        let jsonEnd = batch.json.count
+        let jsonEnd = batch.jsonCount
         // Padding lets the scanner read whole words near the end; zeros stop every fast path.
-        for _ in 0..<RecordDecoder.padding { batch.json.append(0) }
+        batch.reserveJSON(RecordDecoder.padding)
+        batch.json.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[jsonEnd..<(jsonEnd + RecordDecoder.padding)]).initializeMemory(as: UInt8.self, repeating: 0) }
+        batch.jsonCount += RecordDecoder.padding
         batch.records[r].json = Span(jsonStart, jsonEnd)
-        scanRecord(batch, r, jsonStart, jsonEnd)
+        scanRecord(&batch, r, jsonStart, jsonEnd)
     }
 
-    private func scanRecord(_ batch: EventBatch, _ r: Int, _ start: Int, _ end: Int) {
+    private func scanRecord(_ batch: inout EventBatch, _ r: Int, _ start: Int, _ end: Int) {
         let firstEvent = batch.events.count
         let firstProp = batch.properties.count
         var outcome: (DeadLetterReason, String)? = nil
         let maxEvents = limits.maxEventsPerRecord
+        knownNames.withView { names in
         batch.json.withUnsafeBufferPointer { jb in
             var s = JSONScanner(base: jb.baseAddress!, start: start, end: end)
             s.skipWhitespace()
@@ -131,7 +165,7 @@ public final class RecordDecoder {
                     s.skipWhitespace()
                     var ev = Event(record: Int32(r), index: index, start: s.pos)
                     if s.peek() == 0x7B {
-                        scanEvent(&s, &ev, batch)
+                        scanEvent(&s, &ev, &batch.properties, names)
                     } else {
                         s.skipValue(depth: 1)
                         ev.status = .failed
@@ -153,10 +187,11 @@ public final class RecordDecoder {
                 outcome = (.badJSON, "malformed JSON at byte \(s.errorPos - start): \(s.errorWhat)")
             }
         }
+        }
         if let (reason, detail) = outcome {
             batch.events.removeSubrange(firstEvent...)
             batch.properties.removeSubrange(firstProp...)
-            failRecord(batch, r, reason, detail)
+            failRecord(&batch, r, reason, detail)
             return
         }
         batch.records[r].firstEvent = Int32(firstEvent)
@@ -165,7 +200,7 @@ public final class RecordDecoder {
 
     /// Scans one event object, recording the fields stages need. Does not decide validity: the validate stage does.
     @inline(__always)
-    private func scanEvent(_ s: inout JSONScanner, _ ev: inout Event, _ batch: EventBatch) {
+    private func scanEvent(_ s: inout JSONScanner, _ ev: inout Event, _ props: inout [Property], _ names: KnownNameTable.View) {
         let p = s.p
         s.pos += 1  // {
         s.skipWhitespace()
@@ -173,7 +208,7 @@ public final class RecordDecoder {
         while !s.failed {
             s.skipWhitespace()
             guard s.peek() == 0x22 else { s.fail("expected a key"); return }
-            let key = s.scanString()
+            let (key, _) = s.scanKey()
             s.skipWhitespace()
             guard s.peek() == 0x3A else { s.fail("expected ':'"); return }
             s.pos += 1
@@ -227,7 +262,7 @@ public final class RecordDecoder {
                 let vs = s.pos
                 if c == 0x7B {
                     ev.propertiesKind = 1
-                    scanProperties(&s, &ev, batch)
+                    scanProperties(&s, &ev, &props, names)
                 } else {
                     ev.propertiesKind = 2
                     s.skipValue(depth: 1)
@@ -254,9 +289,10 @@ public final class RecordDecoder {
     }
 
     @inline(__always)
-    private func scanProperties(_ s: inout JSONScanner, _ ev: inout Event, _ batch: EventBatch) {
+    private func scanProperties(_ s: inout JSONScanner, _ ev: inout Event, _ props: inout [Property], _ names: KnownNameTable.View) {
         let p = s.p
-        ev.firstProperty = Int32(batch.properties.count)
+        ev.firstProperty = Int32(props.count)
+        var known: UInt64 = 0
         s.pos += 1  // {
         s.skipWhitespace()
         if s.peek() == 0x7D { s.pos += 1; return }
@@ -264,7 +300,7 @@ public final class RecordDecoder {
         while !s.failed {
             s.skipWhitespace()
             guard s.peek() == 0x22 else { s.fail("expected a key"); return }
-            let key = s.scanString()
+            let (key, plainValid) = s.scanKey()
             s.skipWhitespace()
             guard s.peek() == 0x3A else { s.fail("expected ':'"); return }
             s.pos += 1
@@ -281,20 +317,22 @@ public final class RecordDecoder {
                 kind = .string
                 escaped = v.escaped
                 decodedLength = v.decodedLength
+            case 0x2D, 0x30...0x39:
+                kind = .number
+                s.skipNumber()
             case 0x5B:
                 kind = .array
                 nonString = !s.scanArrayAllStrings()
             default:
                 kind = s.skipValue(depth: 2)
             }
-            let nameValid: Bool
+            var nameValid = plainValid
             if key.escaped {
                 let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + key.start, count: key.end - key.start))
                 nameValid = decoded.withUnsafeBufferPointer { isValidName($0.baseAddress!, 0, $0.count) }
-            } else {
-                nameValid = isValidName(p, key.start, key.end)
             }
-            batch.properties.append(Property(
+            known |= names.classify(p, key.start, key.end)
+            props.append(Property(
                 name: Span(key.start, key.end), value: Span(vs, s.pos), kind: kind, nameValid: nameValid,
                 nameEscaped: key.escaped, valueEscaped: escaped, arrayHasNonString: nonString,
                 decodedLength: Int32(truncatingIfNeeded: decodedLength), fix: .keep, replacement: .absent))
@@ -306,6 +344,7 @@ public final class RecordDecoder {
             s.fail("expected ',' or '}'")
         }
         ev.propertyCount = count
+        ev.known = known
     }
 }
 

@@ -104,7 +104,7 @@ private func withAppendedRegion<R>(
 /// declared content size is only a sizing hint, never trusted, and the call fails with `.tooLarge` as
 /// soon as the output would pass the limit.
 public final class ZstdDecompressor {
-    private let ctx: OpaquePointer
+    let ctx: OpaquePointer
 
     /// Creates a decompressor with its own context.
     public init() {
@@ -250,7 +250,7 @@ private func systemErrorText() -> String {
 public final class ZstdFileReader {
     private let fd: Int32
     private let path: String
-    private let ctx: OpaquePointer
+    let ctx: OpaquePointer
     private var inBuffer: [UInt8]
     private var inPos = 0
     private var inEnd = 0
@@ -343,7 +343,7 @@ private func sysRead(_ fd: Int32, _ buf: UnsafeMutableRawPointer, _ n: Int) -> I
 /// Frames carry their content size (one-shot mode) and no checksum, like the SDK uploads.
 /// Not thread-safe: use one per thread.
 public final class ZstdCompressor {
-    private let ctx: OpaquePointer
+    let ctx: OpaquePointer
 
     /// Creates a compressor with its own context.
     public init() {
@@ -412,5 +412,25 @@ public final class ZstdCompressor {
             if ZSTD_isError(r) != 0 { fatalError("zstd streaming compression failed: \(zstdErrorText(r))") }
             return (outBuf.pos, r)
         }
+    }
+}
+
+extension ZstdDecompressor {
+    /// The total decompressed size that the frame headers of `input` declare (all frames), or nil when a
+    /// frame does not declare it or the input is not zstd. Untrusted: decompression checks it.
+    public func declaredSize(_ input: UnsafeRawBufferPointer) -> Int? {
+        guard let base = input.baseAddress, input.count > 0 else { return nil }
+        let n = ZSTD_findDecompressedSize(base, input.count)
+        if n >= UInt64.max - 1 { return nil }  // ZSTD_CONTENTSIZE_UNKNOWN or _ERROR
+        return Int(clamping: n)
+    }
+
+    /// Decompresses all frames of `input` straight into `output`, whose size must be the declared size:
+    /// one call, no intermediate window copy. A header that lies about the size fails as corrupt.
+    public func decompressExactly(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws(ZstdError) -> Int {
+        guard let src = input.baseAddress else { return 0 }
+        let r = ZSTD_decompressDCtx(ctx, output.baseAddress, output.count, src, input.count)
+        if ZSTD_isError(r) != 0 { throw ZstdError.corrupt(String(cString: ZSTD_getErrorName(r))) }
+        return r
     }
 }

@@ -36,6 +36,7 @@ public struct KafkaError: Error, CustomStringConvertible {
         /// Any other broker or client error; see `rdkafkaCode`.
         public static let other = Code("other")
 
+        /// The category's name.
         public var description: String { name }
     }
 
@@ -62,6 +63,7 @@ public struct KafkaError: Error, CustomStringConvertible {
         return String(cString: rd_kafka_err2name(rd_kafka_resp_err_t(rdkafkaCode)))
     }
 
+    /// `KafkaError.<code>: <message> [<rdkafka name> (<code>)]`.
     public var description: String {
         var text = "KafkaError.\(code): \(message)"
         if let rdkafkaCode, let name = rdkafkaName { text += " [\(name) (\(rdkafkaCode))]" }

@@ -13,6 +13,7 @@ public struct TopicPartition: Hashable, Sendable, CustomStringConvertible {
         self.partition = partition
     }
 
+    /// `topic[partition]`.
     public var description: String { "\(topic)[\(partition)]" }
 }
 

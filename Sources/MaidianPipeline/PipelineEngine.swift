@@ -80,9 +80,9 @@ public final class PipelineEngine {
     }
 
     /// Decodes the batch's records and runs every stage and output over it.
-    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let firstNew = batch.events.count
-        decoder.decodeAll(batch)
+        decoder.decodeAll(&batch)
         decodeCounts.records += batch.records.count
         for r in batch.records where r.status == .failed {
             decodeCounts.failedRecords[Int(r.reason.rawValue)] += 1
@@ -92,7 +92,7 @@ public final class PipelineEngine {
 
         var (live, dropped, failed) = statusCounts(batch)
         for (i, stage) in stages.enumerated() {
-            try stage.process(batch, output: output)
+            try stage.process(&batch, output: &output)
             let (l, d, f) = statusCounts(batch)
             counts[i].received += live
             counts[i].emitted += l
@@ -113,12 +113,12 @@ public final class PipelineEngine {
     }
 
     /// End of a bounded run: every stage writes out its state.
-    public func finish(output: OutputBuffer) throws {
-        for s in stages { try s.finish(output: output) }
+    public func finish(output: inout OutputBuffer) throws {
+        for s in stages { try s.finish(output: &output) }
     }
 
     @inline(__always)
-    private func statusCounts(_ batch: EventBatch) -> (Int, Int, Int) {
+    private func statusCounts(_ batch: borrowing EventBatch) -> (Int, Int, Int) {
         var c = (0, 0, 0)
         batch.events.withUnsafeBufferPointer { evs in
             for e in evs {

@@ -23,18 +23,18 @@ public protocol Stage: AnyObject {
     init(config: Config, context: StageContext) throws
 
     /// Processes a batch. Outputs go to `output`.
-    func process(_ batch: EventBatch, output: OutputBuffer) throws
+    func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws
 
     /// Partitions of the source topic this worker no longer holds: drop their state.
     func partitionsRevoked(_ partitions: [Int32])
 
     /// The end of a bounded run (`--until-end`) or of a benchmark: write out all state.
-    func finish(output: OutputBuffer) throws
+    func finish(output: inout OutputBuffer) throws
 }
 
 extension Stage {
     public func partitionsRevoked(_ partitions: [Int32]) {}
-    public func finish(output: OutputBuffer) throws {}
+    public func finish(output: inout OutputBuffer) throws {}
 }
 
 /// A counter a stage owns and the engine reports (for example `duplicates`).

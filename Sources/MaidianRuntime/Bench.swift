@@ -68,8 +68,8 @@ public enum Bench {
         engine: PipelineEngine, records: [SourceRecord], topic: String = "events.raw", batchSize: Int = 1000,
         sink: ((EventBatch, OutputBuffer) -> Void)? = nil
     ) throws -> BenchResult {
-        let batch = EventBatch()
-        let output = OutputBuffer()
+        var batch = EventBatch()
+        var output = OutputBuffer()
         let topicIndex = batch.topicIndex(topic)
         var result = BenchResult()
         let clock = ContinuousClock()
@@ -81,9 +81,9 @@ public enum Bench {
             let end = min(i + batchSize, records.count)
             for r in i..<end {
                 let rec = records[r]
-                appendRecord(batch, topicIndex, rec)
+                appendRecord(&batch, topicIndex, rec)
             }
-            try engine.process(batch, output: output)
+            try engine.process(&batch, output: &output)
             result.outputMessages += output.messages.count
             result.outputBytes += output.bytes.count
             sink?(batch, output)
@@ -91,7 +91,7 @@ public enum Bench {
         }
         batch.reset()
         output.reset()
-        try engine.finish(output: output)
+        try engine.finish(output: &output)
         result.outputMessages += output.messages.count
         result.outputBytes += output.bytes.count
         sink?(batch, output)
@@ -105,7 +105,7 @@ public enum Bench {
     }
 
     @inline(__always)
-    private static func appendRecord(_ batch: EventBatch, _ topic: Int32, _ rec: SourceRecord) {
+    private static func appendRecord(_ batch: inout EventBatch, _ topic: Int32, _ rec: SourceRecord) {
         func opt(_ a: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Void) {
             if let a { a.withUnsafeBytes { body($0) } } else { body(nil) }
         }

@@ -102,8 +102,8 @@ private final class State {
     let consumer: KafkaConsumer
     let producer: KafkaProducer
     let tracker = OffsetTracker()
-    let batch = EventBatch()
-    let output = OutputBuffer()
+    var batch = EventBatch()
+    var output = OutputBuffer()
     var producerTopics: [Int32: ProducerTopic] = [:]
     var assigned = Set<Int32>()
     var hadAssignment = false
@@ -180,7 +180,7 @@ private final class State {
                 for r in 0..<batch.records.count where !assigned.contains(batch.records[r].partition) {
                     batch.records[r].status = .dropped
                 }
-                try engine.process(batch, output: output)
+                try engine.process(&batch, output: &output)
                 try produceOutputs()
                 for r in batch.records where r.status != .dropped && options.untilEnd {
                     if let end = endOffsets[r.partition], r.offset + 1 >= end { reachedEnd.insert(r.partition) }
@@ -199,7 +199,7 @@ private final class State {
                 if !finishedState {
                     batch.reset()
                     output.reset()
-                    try engine.finish(output: output)
+                    try engine.finish(output: &output)
                     try produceOutputs()
                     finishedState = true
                 }

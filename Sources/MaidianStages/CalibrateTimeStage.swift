@@ -27,7 +27,7 @@ public final class CalibrateTimeStage: Stage {
         self.calibrated = context.counter("calibrated")
     }
 
-    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let n = batch.events.count
         for i in 0..<n {
             let ev = batch.events[i]
@@ -39,7 +39,7 @@ public final class CalibrateTimeStage: Stage {
             batch.events[i].time = ev.time &+ skew
             batch.events[i].calibrated = true
             calibrated.add()
-            if !batch.hasProperty(event: i, name: "$client_time") {
+            if !batch.hasProperty(event: i, .clientTime) {
                 let original = ev.clientTime
                 batch.addProperty(event: i, name: "$client_time") { JSONOut.appendInt(original, to: &$0) }
             }

@@ -23,8 +23,8 @@ public final class DeadLetterOutput: Stage {
         self.topic = config.topic
     }
 
-    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         if topicIndex < 0 { topicIndex = output.topicIndex(topic) }
-        OutputWriter.writeDeadLetters(batch, topic: topicIndex, into: output)
+        OutputWriter.writeDeadLetters(batch, topic: topicIndex, into: &output)
     }
 }

@@ -23,9 +23,9 @@ public final class DedupStage: Stage {
     public static let summary = "drops retried copies of events (same distinct_id, _track_id, time, event)"
 
     /// Seen keys of one partition: 64-bit key hash → event time of the first copy.
-    final class Memory {
-        var current: [UInt64: Int64] = [:]
-        var previous: [UInt64: Int64] = [:]
+    struct Memory {
+        var current = HashTable64()
+        var previous = HashTable64()
         var generationStart: Int64 = .min
     }
 
@@ -41,35 +41,37 @@ public final class DedupStage: Stage {
     /// Number of remembered keys (tests and state-size reports).
     public var rememberedKeys: Int { memories.values.reduce(0) { $0 + $1.current.count + $1.previous.count } }
 
-    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let n = batch.events.count
-        var lastPartition: Int32 = -1
-        var memory: Memory? = nil
+        var partition: Int32 = -1
+        var m = Memory()
         for i in 0..<n {
             let ev = batch.events[i]
             guard ev.status == .live, ev.type.isTrack, ev.hasTrackID else { continue }
-            let partition = batch.records[Int(ev.record)].partition
-            if partition != lastPartition || memory == nil {
-                lastPartition = partition
-                if let m = memories[partition] { memory = m } else { let m = Memory(); memories[partition] = m; memory = m }
+            let p = batch.records[Int(ev.record)].partition
+            if p != partition {
+                // Work on a local copy of one partition's memory at a time (records come grouped by partition).
+                if partition >= 0 { memories[partition] = m }
+                partition = p
+                m = memories.removeValue(forKey: p) ?? Memory()
             }
-            let m = memory!
             let key = batch.json.withUnsafeBufferPointer { j in DedupStage.keyHash(ev, j.baseAddress!) }
             let t = ev.time
             if m.generationStart == .min { m.generationStart = t }
             if t &- m.generationStart > window {
                 // Rotate: the older generation is now more than a window behind the newest event time.
                 swap(&m.previous, &m.current)
-                m.current.removeAll(keepingCapacity: true)
+                m.current.removeAll()
                 m.generationStart = t
             }
-            if let seen = m.current[key] ?? m.previous[key], abs(t &- seen) <= window {
+            if let seen = m.current.get(key) ?? m.previous.get(key), abs(t &- seen) <= window {
                 batch.events[i].status = .dropped
                 duplicates.add()
                 continue
             }
-            m.current[key] = t
+            m.current.set(key, t)
         }
+        if partition >= 0 { memories[partition] = m }
     }
 
     public func partitionsRevoked(_ partitions: [Int32]) {

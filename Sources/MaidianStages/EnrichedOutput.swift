@@ -23,8 +23,8 @@ public final class EnrichedOutput: Stage {
         self.topic = config.topic
     }
 
-    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         if topicIndex < 0 { topicIndex = output.topicIndex(topic) }
-        OutputWriter.writeEnriched(batch, topic: topicIndex, into: output)
+        OutputWriter.writeEnriched(batch, topic: topicIndex, into: &output)
     }
 }

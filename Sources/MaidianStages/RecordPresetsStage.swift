@@ -27,34 +27,61 @@ public final class RecordPresetsStage: Stage {
         self.defaultProject = out
     }
 
-    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let n = batch.events.count
+        // All events of a record share its headers: serialize them once per record, then link per event.
+        var lastRecord: Int32 = -1
+        var ipSpan = Span.absent, rtSpan = Span.absent, projectSpan = Span.absent
         for i in 0..<n {
             let ev = batch.events[i]
             guard ev.status == .live, ev.type.isTrack else { continue }
-            let rec = batch.records[Int(ev.record)]
-            if rec.ip.isPresent && rec.ip.count > 0 && !batch.hasProperty(event: i, name: "$ip") {
-                batch.addStringProperty(event: i, name: "$ip", fromInput: rec.ip)
-            }
-            if rec.hasReceivedAt && !batch.hasProperty(event: i, name: "$receive_time") {
-                let t = rec.receivedAt
-                batch.addProperty(event: i, name: "$receive_time") { JSONOut.appendInt(t, to: &$0) }
-            }
-            if !batch.hasProperty(event: i, name: "$project") {
-                if ev.project.isPresent {
-                    let span = ev.project
-                    batch.addProperty(event: i, name: "$project") { out in
-                        out.append(0x22)
-                        out.append(contentsOf: batch.json[Int(span.start)..<Int(span.end)])
-                        out.append(0x22)
-                    }
-                } else if rec.project.isPresent {
-                    batch.addStringProperty(event: i, name: "$project", fromInput: rec.project)
+            if ev.record != lastRecord {
+                lastRecord = ev.record
+                let rec = batch.records[Int(ev.record)]
+                ipSpan = .absent; rtSpan = .absent; projectSpan = .absent
+                if rec.ip.isPresent && rec.ip.count > 0 { ipSpan = fragment(&batch, "$ip") { b, out in b.appendQuotedInput(rec.ip, to: &out) } }
+                if rec.hasReceivedAt { rtSpan = fragment(&batch, "$receive_time") { _, out in JSONOut.appendInt(rec.receivedAt, to: &out) } }
+                if rec.project.isPresent {
+                    projectSpan = fragment(&batch, "$project") { b, out in b.appendQuotedInput(rec.project, to: &out) }
                 } else {
                     let d = defaultProject
-                    batch.addProperty(event: i, name: "$project") { $0.append(contentsOf: d) }
+                    projectSpan = fragment(&batch, "$project") { _, out in out.append(contentsOf: d) }
+                }
+            }
+            let known = ev.known
+            if ipSpan.isPresent && (known & KnownProperty.ip.bit == 0 || !batch.hasProperty(event: i, .ip)) {
+                batch.linkAdded(event: i, ipSpan)
+            }
+            if rtSpan.isPresent && (known & KnownProperty.receiveTime.bit == 0 || !batch.hasProperty(event: i, .receiveTime)) {
+                batch.linkAdded(event: i, rtSpan)
+            }
+            if known & KnownProperty.project.bit == 0 || !batch.hasProperty(event: i, .project) {
+                if ev.project.isPresent {
+                    // Rare: the event names its own project. Its raw string content is valid JSON already.
+                    let value = batch.json[Int(ev.project.start)..<Int(ev.project.end)]
+                    batch.addProperty(event: i, name: "$project") { out in
+                        out.append(0x22)
+                        out.append(contentsOf: value)
+                        out.append(0x22)
+                    }
+                } else {
+                    batch.linkAdded(event: i, projectSpan)
                 }
             }
         }
+    }
+
+    /// Writes `"name":value` into the scratch arena once; events link to it.
+    @inline(__always)
+    private func fragment(_ batch: inout EventBatch, _ name: StaticString, _ value: (borrowing EventBatch, inout [UInt8]) -> Void) -> Span {
+        var out: [UInt8] = []
+        out.append(0x22)
+        name.withUTF8Buffer { out.append(contentsOf: $0) }
+        out.append(0x22)
+        out.append(0x3A)
+        value(batch, &out)
+        let start = batch.scratch.count
+        batch.scratch.append(contentsOf: out)
+        return Span(start, batch.scratch.count)
     }
 }

@@ -34,25 +34,24 @@ public final class ValidateStage: Stage {
         self.config = config
     }
 
-    public func process(_ batch: EventBatch, output: OutputBuffer) throws {
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let n = batch.events.count
         for i in 0..<n {
-            var ev = batch.events[i]
+            let ev = batch.events[i]
             guard ev.status == .live else { continue }
             if let reason = check(ev, batch) {
-                ev.status = .failed
-                ev.reason = reason
-                batch.events[i] = ev
+                batch.events[i].status = .failed
+                batch.events[i].reason = reason
                 continue
             }
             if ev.type.isTrack && ev.propertyCount > 0 {
-                fixProperties(i, batch)
+                fixProperties(i, &batch)
             }
         }
     }
 
     @inline(__always)
-    func check(_ ev: Event, _ batch: EventBatch) -> DeadLetterReason? {
+    func check(_ ev: Event, _ batch: borrowing EventBatch) -> DeadLetterReason? {
         switch ev.type {
         case .missing, .notString, .unknown: return .badType
         default: break
@@ -76,7 +75,7 @@ public final class ValidateStage: Stage {
 
     /// Applies SPEC's property fixes. Rare: most events have nothing to fix.
     @inline(__always)
-    func fixProperties(_ i: Int, _ batch: EventBatch) {
+    func fixProperties(_ i: Int, _ batch: inout EventBatch) {
         let ev = batch.events[i]
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         var needsFix = false
@@ -100,32 +99,31 @@ public final class ValidateStage: Stage {
             } else if p.kind == .object {
                 if !isElementContent(p, batch) { p.fix = .drop }
             } else if p.kind == .string && Int(p.decodedLength) > maxString {
-                p.replacement = PropertyRepair.truncateString(p, batch, maxBytes: maxString)
+                p.replacement = PropertyRepair.truncateString(p, &batch, maxBytes: maxString)
                 p.fix = .replace
             } else if p.arrayHasNonString {
-                p.replacement = PropertyRepair.stringsOnly(p, batch)
+                p.replacement = PropertyRepair.stringsOnly(p, &batch)
                 p.fix = .replace
             }
             if p.fix == .drop { dropped.append(p.name) }
             batch.properties[k] = p
         }
         batch.events[i].hasFixes = true
-        if config.listDropped && !dropped.isEmpty && !batch.hasProperty(event: i, name: "$dropped_properties") {
-            batch.addProperty(event: i, name: "$dropped_properties") { out in
-                out.append(0x5B)
-                for (n, span) in dropped.enumerated() {
-                    if n > 0 { out.append(0x2C) }
-                    out.append(0x22)
-                    // Raw string content of validated JSON is already a valid JSON string body.
-                    out.append(contentsOf: batch.json[Int(span.start)..<Int(span.end)])
-                    out.append(0x22)
-                }
-                out.append(0x5D)
+        if config.listDropped && !dropped.isEmpty && !batch.hasProperty(event: i, .droppedProperties) {
+            // Raw string content of validated JSON is already a valid JSON string body.
+            var list: [UInt8] = [0x5B]
+            for (n, span) in dropped.enumerated() {
+                if n > 0 { list.append(0x2C) }
+                list.append(0x22)
+                list.append(contentsOf: batch.json[Int(span.start)..<Int(span.end)])
+                list.append(0x22)
             }
+            list.append(0x5D)
+            batch.addProperty(event: i, name: "$dropped_properties") { $0.append(contentsOf: list) }
         }
     }
 
-    private func isElementContent(_ p: Property, _ batch: EventBatch) -> Bool {
+    private func isElementContent(_ p: Property, _ batch: borrowing EventBatch) -> Bool {
         let name: StaticString = "$element_content"
         guard p.name.count == name.utf8CodeUnitCount else { return false }
         return name.withUTF8Buffer { n in

@@ -16,6 +16,7 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Print one JSON object.") var json = false
     @Option(help: "Records per batch.") var batch: Int = 1000
     @Option(help: "Partitions to spread the records over (by key).") var partitions: Int = 8
+    @Option(help: "Runs (each with fresh stage state); the fastest is reported.") var runs: Int = 1
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
@@ -32,7 +33,14 @@ struct BenchCommand: ParsableCommand {
         let loadStart = ContinuousClock.now
         let records = Bench.prepare(try Recording.read(path: recording), partitions: Int32(partitions))
         logger.info("loaded \(records.count) records in \(ContinuousClock.now - loadStart)")
-        let result = try Bench.run(engine: engine, records: records, topic: spec.source.topic, batchSize: batch)
+        var result = try Bench.run(engine: engine, records: records, topic: spec.source.topic, batchSize: batch)
+        var reported = engine
+        for _ in 1..<max(runs, 1) {
+            let fresh = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+            let r = try Bench.run(engine: fresh, records: records, topic: spec.source.topic, batchSize: batch)
+            if r.seconds < result.seconds { result = r; reported = fresh }
+        }
+        let summaryEngine = reported
         if json {
             print(result.json)
         } else {
@@ -40,7 +48,7 @@ struct BenchCommand: ParsableCommand {
                          result.events, result.records, result.seconds, result.eventsPerSecond,
                          result.megabytesPerSecond, Double(result.peakRSSBytes) / 1_048_576))
             print("outputs: \(result.outputMessages) messages, \(result.outputBytes) bytes")
-            for line in engine.summaryLines() { print("  " + line) }
+            for line in summaryEngine.summaryLines() { print("  " + line) }
         }
     }
 }

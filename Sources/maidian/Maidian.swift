@@ -11,7 +11,7 @@ struct Maidian: AsyncParsableCommand {
         commandName: "maidian",
         abstract: "Stream processor for mobile-app analytics on Kafka.",
         subcommands: [
-            RunCommand.self, CheckCommand.self, BenchCommand.self, BrokerCommand.self, /*GEN*/
+            RunCommand.self, CheckCommand.self, BenchCommand.self, BrokerCommand.self, GenCommand.self,
             ProduceCommand.self, PeekCommand.self, StagesCommand.self,
         ]
     )

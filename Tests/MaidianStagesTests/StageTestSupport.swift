@@ -28,8 +28,8 @@ struct TestRecord {
 
 /// Runs records through the given stages and the two outputs; returns parsed outputs.
 final class StageHarness {
-    let batch = EventBatch()
-    let output = OutputBuffer()
+    var batch = EventBatch()
+    var output = OutputBuffer()
     let decoder: RecordDecoder
     var stages: [any Stage]
     let enriched: EnrichedOutput
@@ -80,10 +80,10 @@ final class StageHarness {
             }
             offset += 1
         }
-        decoder.decodeAll(batch)
-        for s in stages { try s.process(batch, output: output) }
-        try enriched.process(batch, output: output)
-        try dlq.process(batch, output: output)
+        decoder.decodeAll(&batch)
+        for s in stages { try s.process(&batch, output: &output) }
+        try enriched.process(&batch, output: &output)
+        try dlq.process(&batch, output: &output)
         var result = Result()
         result.events = batch.events
         let enrichedTopic = output.topicIndex("events.enriched")
