@@ -8,6 +8,9 @@ let package = Package(
         .executable(name: "maidian", targets: ["maidian"]),
         .library(name: "MaidianPipeline", targets: ["MaidianPipeline"]),
         .library(name: "MaidianStages", targets: ["MaidianStages"]),
+        // For custom builds (examples/custom-stage): the CLI with extra stages, and the batch API stages use.
+        .library(name: "MaidianCLI", targets: ["MaidianCLI"]),
+        .library(name: "MaidianEvents", targets: ["MaidianEvents"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -52,8 +55,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        .executableTarget(
-            name: "maidian",
+        // The commands, as a library a team's own executable reuses with extra stages.
+        .target(
+            name: "MaidianCLI",
             dependencies: [
                 "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianStages", "MaidianRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -61,10 +65,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        .executableTarget(
+            name: "maidian",
+            dependencies: ["MaidianCLI", "MaidianStages"]
+        ),
 
         .testTarget(name: "MaidianKafkaTests", dependencies: ["MaidianKafka"]),
         .testTarget(name: "MaidianEventsTests", dependencies: ["MaidianEvents"]),
-        .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages"]),
+        .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages", "MaidianEvents"]),
         .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
         .testTarget(name: "MaidianRuntimeTests", dependencies: ["MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka"]),

@@ -154,6 +154,11 @@ public struct Event: Sendable {
     public var flags: UInt32
     /// Which `KnownProperty` names the client sent (kept or not), one bit each: presence checks without a scan.
     public var known: UInt64
+    /// What the scanner saw that property fixes may need (`PropertyIssues` bits), so events without any
+    /// skip the fix pass.
+    public var propertyIssues: UInt8
+    /// Longest string property value, decoded UTF-8 bytes.
+    public var longestString: Int32
 
     @inlinable public var isLive: Bool { status == .live }
 
@@ -193,6 +198,8 @@ public struct Event: Sendable {
         self.addedTail = -1
         self.flags = 0
         self.known = 0
+        self.propertyIssues = 0
+        self.longestString = 0
     }
 }
 

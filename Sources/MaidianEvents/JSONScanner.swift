@@ -32,8 +32,10 @@ struct JSONScanner {
     }
 
     @inline(__always) mutating func skipWhitespace() {
+        // Compact JSON (the common case) has none: one compare and out.
         while pos < end {
             let c = p[pos]
+            if c > 0x20 { return }
             if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { pos &+= 1 } else { return }
         }
     }

@@ -53,6 +53,15 @@ public enum KnownProperty: Int, CaseIterable, Sendable {
 
 }
 
+/// Property problems the scanner notes per event (`Event.propertyIssues`).
+public enum PropertyIssues {
+    public static let invalidName: UInt8 = 1
+    public static let null: UInt8 = 2
+    /// An object value on a property other than `$element_content`.
+    public static let object: UInt8 = 4
+    public static let nonStringArrayElement: UInt8 = 8
+}
+
 /// The known names in one flat, allocation-free table for the scanner: entries sorted by name length.
 struct KnownNameTable {
     struct Entry {

@@ -22,6 +22,7 @@ public final class RecordDecoder {
     public var limits: RecordLimits
     private let zstd = ZstdDecompressor()
     private let knownNames = KnownNameTable()
+    private let nameCache = NameCache()
     /// Output of the streaming path (frames without a declared size), reused.
     private var streamBuffer: [UInt8] = []
     /// Scanner padding: the JSON arena always has this many readable bytes after any record.
@@ -293,6 +294,8 @@ public final class RecordDecoder {
         let p = s.p
         ev.firstProperty = Int32(props.count)
         var known: UInt64 = 0
+        var issues: UInt8 = 0
+        var longest = 0
         s.pos += 1  // {
         s.skipWhitespace()
         if s.peek() == 0x7D { s.pos += 1; return }
@@ -300,7 +303,8 @@ public final class RecordDecoder {
         while !s.failed {
             s.skipWhitespace()
             guard s.peek() == 0x22 else { s.fail("expected a key"); return }
-            let (key, plainValid) = s.scanKey()
+            let key = s.scanString()
+            var (nameValid, bit) = key.escaped ? (false, UInt64(0)) : nameCache.lookup(p, key.start, key.end, names)
             s.skipWhitespace()
             guard s.peek() == 0x3A else { s.fail("expected ':'"); return }
             s.pos += 1
@@ -326,12 +330,20 @@ public final class RecordDecoder {
             default:
                 kind = s.skipValue(depth: 2)
             }
-            var nameValid = plainValid
             if key.escaped {
                 let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + key.start, count: key.end - key.start))
                 nameValid = decoded.withUnsafeBufferPointer { isValidName($0.baseAddress!, 0, $0.count) }
+                bit = 0
             }
-            known |= names.classify(p, key.start, key.end)
+            known |= bit
+            if !nameValid { issues |= PropertyIssues.invalidName }
+            switch kind {
+            case .null: issues |= PropertyIssues.null
+            case .object: if bit != KnownProperty.elementContent.bit { issues |= PropertyIssues.object }
+            case .array: if nonString { issues |= PropertyIssues.nonStringArrayElement }
+            case .string: if decodedLength > longest { longest = decodedLength }
+            default: break
+            }
             props.append(Property(
                 name: Span(key.start, key.end), value: Span(vs, s.pos), kind: kind, nameValid: nameValid,
                 nameEscaped: key.escaped, valueEscaped: escaped, arrayHasNonString: nonString,
@@ -345,6 +357,8 @@ public final class RecordDecoder {
         }
         ev.propertyCount = count
         ev.known = known
+        ev.propertyIssues = issues
+        ev.longestString = Int32(truncatingIfNeeded: longest)
     }
 }
 

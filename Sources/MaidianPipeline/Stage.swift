@@ -10,9 +10,9 @@ import MaidianEvents
 ///
 /// Adding a stage means: one file with the type and its `Config`, one line in `BuiltinStages.all`, a test
 /// and an example. A team can add its own stage in its own build: see `docs/custom-stage.md`.
-public protocol Stage: AnyObject {
+public protocol Stage: AnyObject, SendableMetatype {
     /// The stage's options, decoded from its YAML mapping (unknown keys are rejected with file:line:column).
-    associatedtype Config: Decodable
+    associatedtype Config: Decodable & SendableMetatype
 
     /// The `kind:` name in YAML, `snake_case`.
     static var kind: String { get }

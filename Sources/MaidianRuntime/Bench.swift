@@ -13,15 +13,18 @@ public struct BenchResult: Sendable {
     public var outputMessages = 0
     public var outputBytes = 0
     public var seconds = 0.0
+    /// CPU time of the benchmark thread: robust against other load on a shared machine.
+    public var cpuSeconds = 0.0
     public var peakRSSBytes = 0
 
     public var eventsPerSecond: Double { seconds > 0 ? Double(events) / seconds : 0 }
     public var megabytesPerSecond: Double { seconds > 0 ? Double(jsonBytes) / 1_000_000 / seconds : 0 }
+    public var eventsPerCPUSecond: Double { cpuSeconds > 0 ? Double(events) / cpuSeconds : 0 }
 
     /// One JSON object (for `--json`).
     public var json: String {
         "{\"records\":\(records),\"events\":\(events),\"seconds\":\(String(format: "%.4f", seconds)),"
-            + "\"events_per_s\":\(Int(eventsPerSecond)),\"mb_per_s\":\(String(format: "%.1f", megabytesPerSecond)),"
+            + "\"events_per_s\":\(Int(eventsPerSecond)),\"cpu_seconds\":\(String(format: "%.4f", cpuSeconds)),\"events_per_cpu_s\":\(Int(eventsPerCPUSecond)),\"mb_per_s\":\(String(format: "%.1f", megabytesPerSecond)),"
             + "\"json_bytes\":\(jsonBytes),\"output_messages\":\(outputMessages),\"output_bytes\":\(outputBytes),"
             + "\"peak_rss_bytes\":\(peakRSSBytes)}"
     }
@@ -74,6 +77,7 @@ public enum Bench {
         var result = BenchResult()
         let clock = ContinuousClock()
         let start = clock.now
+        let cpuStart = threadCPUTime()
         var i = 0
         while i < records.count {
             batch.reset()
@@ -96,6 +100,7 @@ public enum Bench {
         result.outputBytes += output.bytes.count
         sink?(batch, output)
         let elapsed = clock.now - start
+        result.cpuSeconds = threadCPUTime() - cpuStart
         result.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         result.records = engine.decodeCounts.records
         result.events = engine.decodeCounts.events
@@ -124,6 +129,13 @@ public enum Bench {
                 }
             }
         }
+    }
+
+    /// CPU time of the calling thread, seconds.
+    static func threadCPUTime() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// Peak resident set size of this process (VmHWM), bytes; 0 where unknown.

@@ -77,20 +77,10 @@ public final class ValidateStage: Stage {
     @inline(__always)
     func fixProperties(_ i: Int, _ batch: inout EventBatch) {
         let ev = batch.events[i]
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        var needsFix = false
         let maxString = config.maxStringBytes
-        batch.properties.withUnsafeBufferPointer { props in
-            for k in lo..<hi {
-                let p = props[k]
-                if !p.nameValid || p.kind == .null || p.kind == .object
-                    || (p.kind == .string && Int(p.decodedLength) > maxString) || p.arrayHasNonString {
-                    needsFix = true
-                    break
-                }
-            }
-        }
-        guard needsFix else { return }
+        // The scanner already noted whether anything needs fixing: most events take this exit.
+        guard ev.propertyIssues != 0 || Int(ev.longestString) > maxString else { return }
+        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         var dropped: [Span] = []
         for k in lo..<hi {
             var p = batch.properties[k]

@@ -47,6 +47,7 @@ struct BenchCommand: ParsableCommand {
             print(String(format: "%d events (%d records) in %.3f s: %.0f events/s, %.1f MB/s of JSON, peak RSS %.1f MiB",
                          result.events, result.records, result.seconds, result.eventsPerSecond,
                          result.megabytesPerSecond, Double(result.peakRSSBytes) / 1_048_576))
+            print(String(format: "CPU time of the benchmark thread %.3f s: %.0f events per CPU second", result.cpuSeconds, result.eventsPerCPUSecond))
             print("outputs: \(result.outputMessages) messages, \(result.outputBytes) bytes")
             for line in summaryEngine.summaryLines() { print("  " + line) }
         }

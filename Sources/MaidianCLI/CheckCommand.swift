@@ -26,9 +26,10 @@ struct CheckCommand: ParsableCommand {
 struct StagesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "stages", abstract: "List the stage kinds of this build.")
     func run() throws {
+        let width = max(16, (stageRegistry.order.map(\.count).max() ?? 0) + 1)
         for kind in stageRegistry.order {
             let f = stageRegistry.factory(for: kind)!
-            print("\(kind.padding(toLength: 16, withPad: " ", startingAt: 0)) \(f.summary)")
+            print("\(kind.padding(toLength: width, withPad: " ", startingAt: 0)) \(f.summary)")
         }
     }
 }

@@ -1,0 +1,37 @@
+# Maidian worker image (first version). Multi-stage: build with the Swift toolchain on Debian 12, run on
+# a slim Debian 12 with only the shared C libraries Maidian links (librdkafka, zstd, libmaxminddb).
+#   docker build -t maidian:local .
+#   docker run --rm maidian:local stages
+ARG SWIFT_VERSION=6.3
+
+# ---- build ----
+FROM swift:${SWIFT_VERSION}-bookworm AS build
+RUN export DEBIAN_FRONTEND=noninteractive \
+ && apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends librdkafka-dev libzstd-dev libmaxminddb-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+# Dependencies first, so source edits do not refetch them.
+COPY Package.* ./
+RUN swift package resolve
+COPY Sources ./Sources
+COPY Tests ./Tests
+# The Swift runtime is linked statically: the runtime image needs no Swift toolchain.
+RUN swift build -c release --product maidian --static-swift-stdlib \
+ && install -D "$(swift build -c release --show-bin-path)/maidian" /out/maidian
+
+# ---- run ----
+FROM debian:bookworm-slim
+RUN export DEBIAN_FRONTEND=noninteractive \
+ && apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends librdkafka1 libzstd1 libmaxminddb0 libstdc++6 ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --create-home --home-dir /app maidian
+COPY --from=build /out/maidian /usr/local/bin/maidian
+WORKDIR /app
+COPY pipelines ./pipelines
+USER maidian
+# SIGTERM stops a worker gracefully: it finishes the batch in hand, delivers, commits, leaves the group.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["maidian"]
+CMD ["run", "pipelines/app-analytics.yaml"]

@@ -1,2 +1,0 @@
-import XCTest
-final class PlaceholderRuntimeTests: XCTestCase { func testNothing() {} }

@@ -1,0 +1,345 @@
+import Foundation
+import Logging
+import MaidianEvents
+import MaidianKafka
+import MaidianPipeline
+import MaidianRuntime
+import MaidianStages
+import XCTest
+
+/// `Worker` on the in-process mock cluster: bounded runs, stop requests, and delivery failures (at-least-once:
+/// no offset is committed past a record whose outputs were not delivered).
+final class WorkerTests: XCTestCase {
+    static let t0: Int64 = 1_763_700_000_000
+
+    // MARK: - a. bounded run
+
+    func testBoundedRunDeliversOutputsAndCommitsEndOffsets() throws {
+        let env = try Env(rawPartitions: 4)
+        let zstd = ZstdCompressor()
+        var expectedEnriched = 0
+        var expectedDLQ: [String: Int] = [:]
+        var records: [Raw] = []
+        for i in 0..<300 {
+            let key = "install-\(i % 37)"
+            if i % 23 == 7 {
+                records.append(Raw(key: key, value: Array("not a json array \(i)".utf8), partition: Int32(i % 4)))
+                expectedDLQ["bad_encoding", default: 0] += 1
+                continue
+            }
+            var events = [Self.track(id: Int64(i) * 10, distinctID: "user\(i % 37)")]
+            expectedEnriched += 1
+            if i % 5 == 0 {
+                events.append(#"{"type":"track","event":"$AppClick","distinct_id":"u","time":"yesterday"}"#)
+                expectedDLQ["bad_time", default: 0] += 1
+            } else {
+                events.append(Self.track(id: Int64(i) * 10 + 1, distinctID: "user\(i % 37)", event: "$AppViewScreen"))
+                expectedEnriched += 1
+            }
+            let json = Array("[\(events.joined(separator: ","))]".utf8)
+            records.append(Raw(key: key, value: i % 2 == 0 ? json : zstd.compress(json), partition: Int32(i % 4)))
+        }
+        try env.produce(records)
+
+        let started = ContinuousClock.now
+        try env.runWorker(untilEnd: true, timeout: 35)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(35))
+
+        let out = try env.readOutputs(enriched: expectedEnriched, dlq: expectedDLQ.values.reduce(0, +))
+        XCTAssertEqual(out.enriched.count, expectedEnriched)
+        XCTAssertEqual(Set(out.enriched.compactMap { $0.value["_track_id"] as? Int }).count, expectedEnriched, "each event once")
+        for e in out.enriched {
+            XCTAssertEqual(e.key, e.value["distinct_id"] as? String)
+            let props = e.value["properties"] as? [String: Any] ?? [:]
+            XCTAssertEqual(props["$ip"] as? String, "10.1.2.3")
+            XCTAssertEqual((props["$receive_time"] as? NSNumber)?.int64Value, Self.t0 + 500)
+        }
+        var reasons: [String: Int] = [:]
+        for d in out.dlq {
+            reasons[d.value["reason"] as? String ?? "?", default: 0] += 1
+            XCTAssertTrue(d.key?.hasPrefix("install-") == true)
+            let source = d.value["source"] as? [String: Any] ?? [:]
+            XCTAssertEqual(source["topic"] as? String, "events.raw")
+        }
+        XCTAssertEqual(reasons, expectedDLQ)
+        // Nothing beyond what was expected.
+        XCTAssertEqual(try env.endOffsets("events.enriched", partitions: 4).values.reduce(0, +), Int64(expectedEnriched))
+        XCTAssertEqual(try env.endOffsets("events.dlq", partitions: 2).values.reduce(0, +), Int64(expectedDLQ.values.reduce(0, +)))
+
+        let ends = try env.endOffsets("events.raw", partitions: 4)
+        XCTAssertEqual(ends.values.reduce(0, +), 300)
+        XCTAssertEqual(try env.committed(partitions: 4), ends, "committed offsets are the end offsets")
+    }
+
+    // MARK: - b. empty topic
+
+    func testBoundedRunOnEmptyTopicReturnsPromptly() throws {
+        let env = try Env(rawPartitions: 4)
+        let started = ContinuousClock.now
+        try env.runWorker(untilEnd: true, timeout: 25)
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(20), "join (~3 s) and leave")
+        XCTAssertEqual(try env.committed(partitions: 4), [:], "nothing to commit")
+        XCTAssertEqual(try env.endOffsets("events.enriched", partitions: 4).values.reduce(0, +), 0)
+    }
+
+    // MARK: - c. delivery failure
+
+    func testDeliveryFailureStopsWithoutCommittingPastTheFailedRecord() throws {
+        // Every Produce request of the second run fails.
+        let r = try runWithFailingProduce(errors: Array(repeating: 29, count: 400))
+        XCTAssertEqual(r.delivered, Set(0..<40), "only phase 1's outputs were delivered")
+        XCTAssertEqual(r.firstMissing, 40)
+        XCTAssertEqual(r.committed, 40, "phase 1's commit stays; nothing committed past the failed record")
+    }
+
+    func testPartialDeliveryFailureCommitsNothingPastTheFirstFailedRecord() throws {
+        // The first Produce request of the second run succeeds, the later ones fail: some records after the first
+        // failed one have their outputs delivered, and still must not be committed.
+        let r = try runWithFailingProduce(errors: [0] + Array(repeating: 29, count: 400))
+        XCTAssertGreaterThan(r.delivered.count, 40, "the first request of the second run was delivered")
+        XCTAssertGreaterThanOrEqual(r.committed, 40)
+        XCTAssertLessThanOrEqual(r.committed, Int64(r.firstMissing),
+                                 "committed \(r.committed) passes record \(r.firstMissing), whose output was never delivered")
+    }
+
+    /// Phase 1: a clean bounded run over 40 records (commits 40). Phase 2: 160 more records while the mock
+    /// answers the worker's Produce requests with `errors` (29 = TOPIC_AUTHORIZATION_FAILED, non-retriable);
+    /// the run must throw `RuntimeError(.delivery)`. Every record has exactly one output, an enriched event
+    /// whose `_track_id` is the record's offset; distinct ids spread the outputs over the enriched partitions,
+    /// so over several Produce requests.
+    func runWithFailingProduce(errors: [Int32]) throws -> (delivered: Set<Int>, firstMissing: Int, committed: Int64) {
+        let env = try Env(rawPartitions: 1, maxBatch: 10)
+        func records(_ range: Range<Int>) -> [Raw] {
+            range.map { i in
+                Raw(key: "install-\(i % 5)", value: Array("[\(Self.track(id: Int64(i), distinctID: "user\(i % 7)"))]".utf8), partition: 0)
+            }
+        }
+        try env.produce(records(0..<40))
+        try env.runWorker(untilEnd: true, timeout: 30)
+        let tp = TopicPartition(topic: "events.raw", partition: 0)
+        XCTAssertEqual(try env.committed(partitions: 1), [tp: 40])
+
+        try env.produce(records(40..<200))  // before the errors are pushed: they hit every producer
+        env.broker.pushRequestErrors(apiKey: 0, errors: errors)
+        defer { env.broker.clearRequestErrors(apiKey: 0) }
+        var thrown: (any Error)?
+        do {
+            try env.runWorker(untilEnd: true, timeout: 30)
+        } catch {
+            thrown = error
+        }
+        env.broker.clearRequestErrors(apiKey: 0)
+        let error = try XCTUnwrap(thrown as? RuntimeError, "run() must throw RuntimeError(.delivery), got \(String(describing: thrown))")
+        XCTAssertEqual(error.code, .delivery, "\(error)")
+
+        // Which records' outputs arrived; the first record without its output bounds the committed offset.
+        let delivered = Set(try env.readAll("events.enriched", partitions: 4).compactMap { $0.value["_track_id"] as? Int })
+        let firstMissing = try XCTUnwrap((0..<200).first { !delivered.contains($0) }, "some outputs must have failed")
+        return (delivered, firstMissing, try env.committed(partitions: 1)[tp] ?? -1)
+    }
+
+    // MARK: - d. stop request
+
+    func testRequestStopCommitsProcessedRecords() throws {
+        let env = try Env(rawPartitions: 2)
+        let n = 200
+        try env.produce((0..<n).map { i in
+            Raw(key: "k\(i)", value: Array("[\(Self.track(id: Int64(i)))]".utf8), partition: Int32(i % 2))
+        })
+        let worker = try env.worker(untilEnd: false)
+        let run = WorkerThread(worker)
+        // Wait until every record's output is on events.enriched (so every record was processed) ...
+        let deadline = ContinuousClock.now + .seconds(25)
+        var outputs: Int64 = 0
+        while ContinuousClock.now < deadline && !run.isDone {
+            outputs = try env.endOffsets("events.enriched", partitions: 4).values.reduce(0, +)
+            if outputs >= Int64(n) { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        XCTAssertFalse(run.isDone, "an unbounded run returned by itself: \(String(describing: run.error))")
+        XCTAssertEqual(outputs, Int64(n))
+        // ... then stop: the run returns, and the offsets of the processed records are committed.
+        let stopAt = ContinuousClock.now
+        worker.requestStop()
+        XCTAssertTrue(run.wait(seconds: 20), "run() did not return after requestStop()")
+        XCTAssertLessThan(ContinuousClock.now - stopAt, .seconds(15))
+        XCTAssertNil(run.error)
+        let ends = try env.endOffsets("events.raw", partitions: 2)
+        XCTAssertEqual(ends.values.reduce(0, +), Int64(n))
+        XCTAssertEqual(try env.committed(partitions: 2), ends)
+    }
+
+    // MARK: - Helpers
+
+    static func track(id: Int64, distinctID: String = "u1", event: String = "$AppClick") -> String {
+        #"{"type":"track","event":"\#(event)","time":\#(t0 + id),"distinct_id":"\#(distinctID)","_track_id":\#(id),"properties":{"$screen_name":"HomeViewController"}}"#
+    }
+
+    struct Raw {
+        var key: String
+        var value: [UInt8]
+        var partition: Int32
+    }
+
+    /// A mock cluster with the raw and output topics, and a pipeline for it.
+    final class Env {
+        let broker: EmbeddedBroker
+        let group = "worker-test-\(UUID().uuidString.prefix(8).lowercased())"
+        let spec: PipelineSpec
+        let logger: Logger
+        let rawPartitions: Int
+
+        init(rawPartitions: Int, maxBatch: Int = 2000) throws {
+            var logger = Logger(label: "worker-tests") { StreamLogHandler.standardError(label: $0) }
+            // WORKER_TEST_LOG=info|debug shows the worker's and librdkafka's lines.
+            logger.logLevel = ProcessInfo.processInfo.environment["WORKER_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+            self.logger = logger
+            self.rawPartitions = rawPartitions
+            broker = try EmbeddedBroker(brokers: 1, logger: logger)
+            try broker.createTopic("events.raw", partitions: rawPartitions)
+            try broker.createTopic("events.enriched", partitions: 4)
+            try broker.createTopic("events.dlq", partitions: 2)
+            let yaml = """
+                name: worker-test
+                source:
+                  brokers: ${MAIDIAN_BROKERS}
+                  topic: events.raw
+                  group: ${MAIDIAN_GROUP:-maidian}
+                  session_timeout: 6s
+                  max_batch: \(maxBatch)
+                  kafka:
+                    heartbeat.interval.ms: 500
+                    fetch.wait.max.ms: 50
+                    topic.metadata.refresh.interval.ms: 1000
+                stages:
+                  - kind: validate
+                  - kind: calibrate_time
+                  - kind: dedup
+                  - kind: record_presets
+                outputs:
+                  - kind: enriched
+                    topic: events.enriched
+                  - kind: dead_letter
+                    topic: events.dlq
+                """
+            spec = try PipelineSpec.parse(
+                yaml: yaml, file: "worker-test.yaml",
+                environment: ["MAIDIAN_BROKERS": broker.bootstrapServers, "MAIDIAN_GROUP": group])
+        }
+
+        func produce(_ records: [Raw]) throws {
+            let producer = try KafkaProducer(config: ["bootstrap.servers": broker.bootstrapServers], logger: logger)
+            var failures = 0
+            producer.onDelivery = { _, error in if error != nil { failures += 1 } }
+            let headers: [(String, [UInt8])] = [("ip", Array("10.1.2.3".utf8)), ("received_at", Array(String(WorkerTests.t0 + 500).utf8))]
+            for (i, r) in records.enumerated() {
+                try producer.produce(topicName: "events.raw", partition: r.partition, key: Array(r.key.utf8), value: r.value,
+                                     headers: headers, timestamp: WorkerTests.t0 + Int64(i), token: UInt64(i + 1))
+            }
+            try producer.flush(timeout: .seconds(20))
+            XCTAssertEqual(failures, 0, "test records not delivered")
+        }
+
+        func worker(untilEnd: Bool) throws -> Worker {
+            var options = WorkerOptions()
+            options.untilEnd = untilEnd
+            options.maxBatch = spec.source.maxBatch
+            options.flushTimeout = .seconds(15)
+            XCTAssertEqual(spec.source.brokers, broker.bootstrapServers)
+            return Worker(spec: spec, registry: BuiltinStages.registry, bootstrap: spec.source.brokers, options: options, logger: logger)
+        }
+
+        /// Runs a worker on its own thread and waits for it; rethrows what `run()` threw.
+        func runWorker(untilEnd: Bool, timeout: Double) throws {
+            let worker = try worker(untilEnd: untilEnd)
+            let run = WorkerThread(worker)
+            if !run.wait(seconds: timeout) {
+                worker.requestStop()
+                _ = run.wait(seconds: 20)
+                XCTFail("worker run did not return within \(timeout) s")
+            }
+            if let error = run.error { throw error }
+        }
+
+        func consumer() throws -> KafkaConsumer {
+            try KafkaConsumer(
+                config: ["bootstrap.servers": broker.bootstrapServers, "group.id": "reader-\(UUID().uuidString.prefix(8))",
+                         "fetch.wait.max.ms": "50"],
+                logger: logger)
+        }
+
+        func endOffsets(_ topic: String, partitions: Int) throws -> [TopicPartition: Int64] {
+            let c = try consumer()
+            defer { try? c.close() }
+            var out: [TopicPartition: Int64] = [:]
+            for p in 0..<Int32(partitions) {
+                let tp = TopicPartition(topic: topic, partition: p)
+                out[tp] = try c.watermarks(tp, timeout: .seconds(10)).high
+            }
+            return out
+        }
+
+        /// The worker group's committed offsets of the raw topic (asked with the same group id, without joining).
+        func committed(partitions: Int) throws -> [TopicPartition: Int64] {
+            let c = try KafkaConsumer(config: ["bootstrap.servers": broker.bootstrapServers, "group.id": group], logger: logger)
+            defer { try? c.close() }
+            return try c.committed((0..<Int32(partitions)).map { TopicPartition(topic: "events.raw", partition: $0) }, timeout: .seconds(10))
+        }
+
+        typealias Message = (key: String?, value: [String: Any])
+
+        /// Every record of a topic, read from the beginning up to the current end offsets.
+        func readAll(_ topic: String, partitions: Int) throws -> [Message] {
+            let ends = try endOffsets(topic, partitions: partitions)
+            let total = Int(ends.values.reduce(0, +))
+            let c = try consumer()
+            defer { try? c.close() }
+            try c.assign(Dictionary(uniqueKeysWithValues: ends.keys.map { ($0, KafkaConsumer.beginning) }))
+            var out: [Message] = []
+            let deadline = ContinuousClock.now + .seconds(15)
+            while out.count < total && ContinuousClock.now < deadline {
+                _ = try c.poll(maxMessages: 500, timeout: .milliseconds(100)) { m in
+                    let key = m.key.count > 0 ? String(decoding: m.key, as: UTF8.self) : nil
+                    let value = (try? JSONSerialization.jsonObject(with: Data(m.value))) as? [String: Any] ?? [:]
+                    out.append((key, value))
+                }
+            }
+            XCTAssertEqual(out.count, total, "records read back from \(topic)")
+            return out
+        }
+
+        func readOutputs(enriched: Int, dlq: Int) throws -> (enriched: [Message], dlq: [Message]) {
+            (try readAll("events.enriched", partitions: 4), try readAll("events.dlq", partitions: 2))
+        }
+    }
+}
+
+/// `Worker.run()` on a dedicated thread (as `runOnThread()` does), with a blocking wait.
+final class WorkerThread: @unchecked Sendable {
+    private let done = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var finished = false
+    private var thrown: (any Error)?
+
+    init(_ worker: Worker) {
+        let thread = Thread { [self] in
+            var failure: (any Error)?
+            do { try worker.run() } catch { failure = error }
+            lock.withLock { thrown = failure; finished = true }
+            done.signal()
+        }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+
+    var isDone: Bool { lock.withLock { finished } }
+    var error: (any Error)? { lock.withLock { thrown } }
+
+    /// Whether the run ended within `seconds`.
+    func wait(seconds: Double) -> Bool {
+        if isDone { return true }
+        guard done.wait(timeout: .now() + seconds) == .success else { return false }
+        done.signal()  // later waits return at once
+        return true
+    }
+}
