@@ -108,8 +108,8 @@ public struct Event: Sendable {
     public var index: Int32
     /// The whole element in the JSON arena.
     public var bytes: Span
-    public var status: EventStatus
-    public var reason: DeadLetterReason
+    public internal(set) var status: EventStatus
+    public internal(set) var reason: DeadLetterReason
     public var type: EventType
     /// Raw string contents (no quotes) in the JSON arena.
     public var typeName: Span
@@ -250,6 +250,10 @@ public struct EventBatch: Sendable {
     public var scratch: [UInt8] = []
     /// Dead-letter detail messages (rare: only built on failures).
     public var details: [String] = []
+    /// Events marked `.dropped` / `.failed` through `drop(_:)` / `fail(_:reason:)` and by the decoder: the
+    /// engine counts each stage's work from these without walking the events.
+    public private(set) var droppedCount = 0
+    public private(set) var failedCount = 0
 
     public init() {
         input.reserveCapacity(1 << 20)
@@ -270,6 +274,38 @@ public struct EventBatch: Sendable {
         jsonCount = 0
         scratch.removeAll(keepingCapacity: true)
         details.removeAll(keepingCapacity: true)
+        droppedCount = 0
+        failedCount = 0
+    }
+
+    /// Drops live event `i` on purpose (a duplicate, filtered noise): counted, not dead-lettered.
+    @inline(__always)
+    public mutating func drop(_ i: Int) {
+        guard events[i].status == .live else { return }
+        events[i].status = .dropped
+        droppedCount += 1
+    }
+
+    /// Rejects live event `i` to the dead-letter topic.
+    @inline(__always)
+    public mutating func fail(_ i: Int, reason: DeadLetterReason) {
+        guard events[i].status == .live else { return }
+        events[i].status = .failed
+        events[i].reason = reason
+        failedCount += 1
+    }
+
+    /// Appends a decoded event (decoder only).
+    @inline(__always)
+    mutating func appendDecoded(_ ev: Event) {
+        if ev.status == .failed { failedCount += 1 }
+        events.append(ev)
+    }
+
+    /// Removes decoded events from `index` on (a malformed record), fixing the counts.
+    mutating func removeDecoded(from index: Int) {
+        for e in events[index...] where e.status == .failed { failedCount -= 1 }
+        events.removeSubrange(index...)
     }
 
     /// Index of a topic name in `topics`, adding it if new.

@@ -127,7 +127,7 @@ public final class RecordDecoder {
         let jsonEnd = batch.jsonCount
         // Padding lets the scanner read whole words near the end; zeros stop every fast path.
         batch.reserveJSON(RecordDecoder.padding)
-        batch.json.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[jsonEnd..<(jsonEnd + RecordDecoder.padding)]).initializeMemory(as: UInt8.self, repeating: 0) }
+        _ = batch.json.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[jsonEnd..<(jsonEnd + RecordDecoder.padding)]).initializeMemory(as: UInt8.self, repeating: 0) }
         batch.jsonCount += RecordDecoder.padding
         batch.records[r].json = Span(jsonStart, jsonEnd)
         scanRecord(&batch, r, jsonStart, jsonEnd)
@@ -173,7 +173,7 @@ public final class RecordDecoder {
                         ev.reason = .notObject
                     }
                     ev.bytes.end = Int32(s.pos)
-                    batch.events.append(ev)
+                    batch.appendDecoded(ev)
                     index += 1
                     s.skipWhitespace()
                     let c = s.peek()
@@ -190,7 +190,7 @@ public final class RecordDecoder {
         }
         }
         if let (reason, detail) = outcome {
-            batch.events.removeSubrange(firstEvent...)
+            batch.removeDecoded(from: firstEvent)
             batch.properties.removeSubrange(firstProp...)
             failRecord(&batch, r, reason, detail)
             return

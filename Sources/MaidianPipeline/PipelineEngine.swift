@@ -53,7 +53,7 @@ public final class PipelineEngine {
             guard let factory = registry.factory(for: s.kind) else {
                 errors.append(PipelineError(
                     code: .unknownKind, message: "unknown stage kind '\(s.kind)'", location: s.kindLocation,
-                    hint: suggestion(for: s.kind, among: registry.order)))
+                    hint: PipelineError.suggestion(for: s.kind, among: registry.order)))
                 continue
             }
             var stageLogger = logger
@@ -119,14 +119,18 @@ public final class PipelineEngine {
 
     @inline(__always)
     private func statusCounts(_ batch: borrowing EventBatch) -> (Int, Int, Int) {
+        let c = (batch.events.count - batch.droppedCount - batch.failedCount, batch.droppedCount, batch.failedCount)
+        assert(c == recount(batch), "a stage set Event.status directly; use EventBatch.drop(_:) / fail(_:reason:)")
+        return c
+    }
+
+    private func recount(_ batch: borrowing EventBatch) -> (Int, Int, Int) {
         var c = (0, 0, 0)
-        batch.events.withUnsafeBufferPointer { evs in
-            for e in evs {
-                switch e.status {
-                case .live: c.0 += 1
-                case .dropped: c.1 += 1
-                case .failed: c.2 += 1
-                }
+        for e in batch.events {
+            switch e.status {
+            case .live: c.0 += 1
+            case .dropped: c.1 += 1
+            case .failed: c.2 += 1
             }
         }
         return c

@@ -135,25 +135,3 @@ struct PipelineFile: Decodable {
     var outputs: [ConfigNode]?
     var producer: ProducerSpec?
 }
-
-/// A "did you mean" hint from a list of valid names.
-func suggestion(for word: String, among names: [String]) -> String {
-    let best = names.map { ($0, editDistance(word, $0)) }.min { $0.1 < $1.1 }
-    if let best, best.1 <= 2 { return "did you mean '\(best.0)'?" }
-    return "known kinds: \(names.joined(separator: ", "))"
-}
-
-private func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a), b = Array(b)
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var prev = Array(0...b.count)
-    for i in 1...a.count {
-        var cur = [i] + Array(repeating: 0, count: b.count)
-        for j in 1...b.count {
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-        }
-        prev = cur
-    }
-    return prev[b.count]
-}

@@ -23,14 +23,15 @@ public final class DedupStage: Stage {
     public static let summary = "drops retried copies of events (same distinct_id, _track_id, time, event)"
 
     /// Seen keys of one partition: 64-bit key hash → event time of the first copy.
-    struct Memory {
+    final class Memory {
         var current = HashTable64()
         var previous = HashTable64()
         var generationStart: Int64 = .min
     }
 
     let window: Int64
-    var memories: [Int32: Memory] = [:]
+    /// Per source partition, indexed by partition number (small integers).
+    var memories: [Memory?] = []
     let duplicates: StageCounter
 
     public init(config: Config, context: StageContext) throws {
@@ -39,21 +40,19 @@ public final class DedupStage: Stage {
     }
 
     /// Number of remembered keys (tests and state-size reports).
-    public var rememberedKeys: Int { memories.values.reduce(0) { $0 + $1.current.count + $1.previous.count } }
+    public var rememberedKeys: Int { memories.reduce(0) { $0 + ($1.map { $0.current.count + $0.previous.count } ?? 0) } }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let n = batch.events.count
         var partition: Int32 = -1
-        var m = Memory()
+        var m: Memory! = nil
         for i in 0..<n {
             let ev = batch.events[i]
             guard ev.status == .live, ev.type.isTrack, ev.hasTrackID else { continue }
             let p = batch.records[Int(ev.record)].partition
             if p != partition {
-                // Work on a local copy of one partition's memory at a time (records come grouped by partition).
-                if partition >= 0 { memories[partition] = m }
                 partition = p
-                m = memories.removeValue(forKey: p) ?? Memory()
+                m = memory(for: p)
             }
             let key = batch.json.withUnsafeBufferPointer { j in DedupStage.keyHash(ev, j.baseAddress!) }
             let t = ev.time
@@ -65,17 +64,25 @@ public final class DedupStage: Stage {
                 m.generationStart = t
             }
             if let seen = m.current.get(key) ?? m.previous.get(key), abs(t &- seen) <= window {
-                batch.events[i].status = .dropped
+                batch.drop(i)
                 duplicates.add()
                 continue
             }
             m.current.set(key, t)
         }
-        if partition >= 0 { memories[partition] = m }
+    }
+
+    private func memory(for partition: Int32) -> Memory {
+        let p = Int(partition)
+        if p >= memories.count { memories.append(contentsOf: repeatElement(nil, count: p + 1 - memories.count)) }
+        if let m = memories[p] { return m }
+        let m = Memory()
+        memories[p] = m
+        return m
     }
 
     public func partitionsRevoked(_ partitions: [Int32]) {
-        for p in partitions { memories[p] = nil }
+        for p in partitions where Int(p) < memories.count { memories[Int(p)] = nil }
     }
 
     @inline(__always)

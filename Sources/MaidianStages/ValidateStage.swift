@@ -40,8 +40,7 @@ public final class ValidateStage: Stage {
             let ev = batch.events[i]
             guard ev.status == .live else { continue }
             if let reason = check(ev, batch) {
-                batch.events[i].status = .failed
-                batch.events[i].reason = reason
+                batch.fail(i, reason: reason)
                 continue
             }
             if ev.type.isTrack && ev.propertyCount > 0 {

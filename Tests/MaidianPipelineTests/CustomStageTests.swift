@@ -35,7 +35,7 @@ private final class DropEventsStage: Stage {
             guard ev.status == .live, ev.type.isTrack, ev.eventName.isPresent else { continue }
             let name = batch.json[Int(ev.eventName.start)..<Int(ev.eventName.end)]
             if names.contains(where: { $0.elementsEqual(name) }) {
-                batch.events[i].status = .dropped
+                batch.drop(i)
                 matched.add()
             }
         }

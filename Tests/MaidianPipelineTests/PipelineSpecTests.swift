@@ -157,7 +157,7 @@ final class PipelineSpecTests: XCTestCase {
         // Far from every kind: the hint lists them.
         XCTAssertEqual(
             errors("outputs:\n  - kind: kafka_sink\n"),
-            ["t.yaml:2:11: unknown stage kind 'kafka_sink' (known kinds: validate, calibrate_time, dedup, record_presets, enriched, dead_letter)"])
+            ["t.yaml:2:11: unknown stage kind 'kafka_sink' (expected one of: validate, calibrate_time, dedup, record_presets, enriched, dead_letter)"])
     }
 
     func testUnknownKeyInsideStageConfig() {
