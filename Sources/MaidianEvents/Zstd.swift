@@ -57,46 +57,6 @@ private func zstdErrorText(_ code: Int) -> String {
     String(cString: ZSTD_getErrorName(code))
 }
 
-/// 1 MiB of zeros: appending from it is a memcpy, fast even in debug builds (unlike a repeated element).
-nonisolated(unsafe) private let zeroBlock: UnsafeBufferPointer<UInt8> = {
-    let n = 1 << 20
-    let p = UnsafeMutablePointer<UInt8>.allocate(capacity: n)
-    p.initialize(repeating: 0, count: n)
-    return UnsafeBufferPointer(start: p, count: n)
-}()
-
-/// Appends `count` zero bytes.
-@inline(__always)
-private func appendZeros(_ array: inout [UInt8], _ count: Int) {
-    var left = count
-    while left > 0 {
-        let k = Swift.min(left, zeroBlock.count)
-        array.append(contentsOf: UnsafeBufferPointer(rebasing: zeroBlock[0..<k]))
-        left -= k
-    }
-}
-
-/// Appends `count` zero bytes to `array` and calls `body` with a pointer to them; then keeps only the
-/// first `used` of them, where `used` is what `body` returns. Amortized: no allocation once the array's
-/// capacity suffices.
-@inline(__always)
-private func withAppendedRegion<R>(
-    _ array: inout [UInt8], _ count: Int,
-    _ body: (UnsafeMutableRawBufferPointer) -> (used: Int, result: R)
-) -> R {
-    let base = array.count
-    let needed = base + count
-    if array.capacity < needed {
-        // Geometric growth so that repeated appends stay amortized O(1).
-        array.reserveCapacity(Swift.max(needed, array.capacity * 2))
-    }
-    appendZeros(&array, count)
-    let r = array.withUnsafeMutableBytes { all in
-        body(UnsafeMutableRawBufferPointer(rebasing: all[base..<needed]))
-    }
-    array.removeLast(count - r.used)
-    return r.result
-}
 
 /// A reusable zstd decompressor: one `ZSTD_DCtx`, reset (not re-created) for every call.
 ///

@@ -1,30 +1,15 @@
+import MaidianEvents
 // Byte-level helpers shared by the recording reader, the writer and the traffic generator:
 // appending into [UInt8], decimal integers, JSON string escaping, base64.
-
-/// 1 MiB of zeros: appending from it is a memcpy, fast even in debug builds.
-nonisolated(unsafe) private let zeroBlock: UnsafeBufferPointer<UInt8> = {
-    let n = 1 << 20
-    let p = UnsafeMutablePointer<UInt8>.allocate(capacity: n)
-    p.initialize(repeating: 0, count: n)
-    return UnsafeBufferPointer(start: p, count: n)
-}()
 
 /// Appends `count` bytes to `array` and lets `body` fill them through a pointer; `body` returns how many
 /// it used (the rest are removed). No allocation once the array's capacity suffices.
 @inline(__always)
 func appendRegion(_ array: inout [UInt8], _ count: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Int) {
-    let base = array.count
-    if array.capacity < base + count {
-        array.reserveCapacity(Swift.max(base + count, array.capacity * 2))
+    withAppendedRegion(&array, count) { region in
+        let used = body(region.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        return (used, ())
     }
-    var left = count
-    while left > 0 {
-        let k = Swift.min(left, zeroBlock.count)
-        array.append(contentsOf: UnsafeBufferPointer(rebasing: zeroBlock[0..<k]))
-        left -= k
-    }
-    let used = array.withUnsafeMutableBufferPointer { buf in body(buf.baseAddress! + base) }
-    if used < count { array.removeLast(count - used) }
 }
 
 extension Array where Element == UInt8 {
