@@ -439,6 +439,42 @@ public struct EventBatch: Sendable {
         linkAdded(event: e, Span(start, scratch.count))
     }
 
+    /// Writes `"name":` into the scratch arena; returns where the fragment starts.
+    @inline(__always)
+    mutating func beginFragment(_ name: StaticString) -> Int {
+        let start = scratch.count
+        scratch.append(0x22)
+        name.withUTF8Buffer { scratch.append(contentsOf: $0) }
+        scratch.append(0x22)
+        scratch.append(0x3A)
+        return start
+    }
+
+    /// A `"name":"<input bytes, escaped>"` fragment in the scratch arena, for `linkAdded`.
+    public mutating func fragment(_ name: StaticString, quotedInput span: Span) -> Span {
+        let start = beginFragment(name)
+        scratch.append(0x22)
+        input.withUnsafeBytes { inp in
+            JSONOut.appendEscaped(UnsafeRawBufferPointer(rebasing: inp[Int(span.start)..<Int(span.end)]), to: &scratch)
+        }
+        scratch.append(0x22)
+        return Span(start, scratch.count)
+    }
+
+    /// A `"name":<integer>` fragment in the scratch arena, for `linkAdded`.
+    public mutating func fragment(_ name: StaticString, integer: Int64) -> Span {
+        let start = beginFragment(name)
+        JSONOut.appendInt(integer, to: &scratch)
+        return Span(start, scratch.count)
+    }
+
+    /// A `"name":<JSON value bytes>` fragment in the scratch arena, for `linkAdded`.
+    public mutating func fragment(_ name: StaticString, json value: [UInt8]) -> Span {
+        let start = beginFragment(name)
+        scratch.append(contentsOf: value)
+        return Span(start, scratch.count)
+    }
+
     /// Appends a span of the input arena as a quoted, escaped JSON string.
     public func appendQuotedInput(_ span: Span, to out: inout [UInt8]) {
         out.append(0x22)

@@ -51,6 +51,29 @@ public struct HashTable64: Sendable {
         if slot.1 { count += 1 }
     }
 
+    /// The value for `key` if present; otherwise inserts `value` and returns nil. One probe sequence.
+    @inline(__always)
+    public mutating func getOrInsert(_ key: UInt64, _ value: Int64) -> Int64? {
+        if (count + 1) * 10 > keys.count * 7 { grow() }
+        let k = HashTable64.slotKey(key)
+        let m = mask
+        let slot = keys.withUnsafeMutableBufferPointer { ks -> (Int, Bool) in
+            var i = Int(truncatingIfNeeded: k) & m
+            while true {
+                let s = ks[i]
+                if s == k { return (i, false) }
+                if s == 0 { ks[i] = k; return (i, true) }
+                i = (i &+ 1) & m
+            }
+        }
+        if slot.1 {
+            values[slot.0] = value
+            count += 1
+            return nil
+        }
+        return values[slot.0]
+    }
+
     /// Empties the table, keeping its capacity.
     public mutating func removeAll() {
         if count == 0 { return }

@@ -63,12 +63,20 @@ public final class DedupStage: Stage {
                 m.current.removeAll()
                 m.generationStart = t
             }
-            if let seen = m.current.get(key) ?? m.previous.get(key), abs(t &- seen) <= window {
-                batch.drop(i)
-                duplicates.add()
+            // One probe in the current generation finds a copy or remembers this event.
+            if let seen = m.current.getOrInsert(key, t) {
+                if abs(t &- seen) <= window {
+                    batch.drop(i)
+                    duplicates.add()
+                } else {
+                    m.current.set(key, t)
+                }
                 continue
             }
-            m.current.set(key, t)
+            if let seen = m.previous.get(key), abs(t &- seen) <= window {
+                batch.drop(i)
+                duplicates.add()
+            }
         }
     }
 

@@ -39,14 +39,11 @@ public final class RecordPresetsStage: Stage {
                 lastRecord = ev.record
                 let rec = batch.records[Int(ev.record)]
                 ipSpan = .absent; rtSpan = .absent; projectSpan = .absent
-                if rec.ip.isPresent && rec.ip.count > 0 { ipSpan = fragment(&batch, "$ip") { b, out in b.appendQuotedInput(rec.ip, to: &out) } }
-                if rec.hasReceivedAt { rtSpan = fragment(&batch, "$receive_time") { _, out in JSONOut.appendInt(rec.receivedAt, to: &out) } }
-                if rec.project.isPresent {
-                    projectSpan = fragment(&batch, "$project") { b, out in b.appendQuotedInput(rec.project, to: &out) }
-                } else {
-                    let d = defaultProject
-                    projectSpan = fragment(&batch, "$project") { _, out in out.append(contentsOf: d) }
-                }
+                if rec.ip.isPresent && rec.ip.count > 0 { ipSpan = batch.fragment("$ip", quotedInput: rec.ip) }
+                if rec.hasReceivedAt { rtSpan = batch.fragment("$receive_time", integer: rec.receivedAt) }
+                projectSpan = rec.project.isPresent
+                    ? batch.fragment("$project", quotedInput: rec.project)
+                    : batch.fragment("$project", json: defaultProject)
             }
             let known = ev.known
             if ipSpan.isPresent && (known & KnownProperty.ip.bit == 0 || !batch.hasProperty(event: i, .ip)) {
@@ -69,19 +66,5 @@ public final class RecordPresetsStage: Stage {
                 }
             }
         }
-    }
-
-    /// Writes `"name":value` into the scratch arena once; events link to it.
-    @inline(__always)
-    private func fragment(_ batch: inout EventBatch, _ name: StaticString, _ value: (borrowing EventBatch, inout [UInt8]) -> Void) -> Span {
-        var out: [UInt8] = []
-        out.append(0x22)
-        name.withUTF8Buffer { out.append(contentsOf: $0) }
-        out.append(0x22)
-        out.append(0x3A)
-        value(batch, &out)
-        let start = batch.scratch.count
-        batch.scratch.append(contentsOf: out)
-        return Span(start, batch.scratch.count)
     }
 }
