@@ -30,6 +30,8 @@ RUN export DEBIAN_FRONTEND=noninteractive \
 COPY --from=build /out/maidian /usr/local/bin/maidian
 WORKDIR /app
 COPY pipelines ./pipelines
+# The small test geo database app-analytics.yaml falls back to; mount a GeoLite2-City.mmdb and set MAIDIAN_GEO_DB for real use.
+COPY data/test-city.mmdb ./data/test-city.mmdb
 USER maidian
 # SIGTERM stops a worker gracefully: it finishes the batch in hand, delivers, commits, leaves the group.
 STOPSIGNAL SIGTERM

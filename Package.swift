@@ -22,6 +22,7 @@ let package = Package(
         // C libraries stay at the edge: one system-library target each, one Swift importer each.
         .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(name: "CMaxMindDB", pkgConfig: "libmaxminddb", providers: [.apt(["libmaxminddb-dev"])]),
 
         .target(
             name: "MaidianKafka",
@@ -30,6 +31,10 @@ let package = Package(
         .target(
             name: "MaidianEvents",
             dependencies: ["CZstd"]
+        ),
+        .target(
+            name: "MaidianGeo",
+            dependencies: ["CMaxMindDB"]
         ),
         .target(
             name: "MaidianRecording",
@@ -45,7 +50,7 @@ let package = Package(
         ),
         .target(
             name: "MaidianStages",
-            dependencies: ["MaidianPipeline", "MaidianEvents", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["MaidianPipeline", "MaidianEvents", "MaidianGeo", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "MaidianRuntime",
@@ -72,6 +77,7 @@ let package = Package(
 
         .testTarget(name: "MaidianKafkaTests", dependencies: ["MaidianKafka"]),
         .testTarget(name: "MaidianEventsTests", dependencies: ["MaidianEvents"]),
+        .testTarget(name: "MaidianGeoTests", dependencies: ["MaidianGeo"]),
         .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages", "MaidianEvents"]),
         .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),

@@ -7,6 +7,8 @@ public enum BuiltinStages {
         StageFactory(CalibrateTimeStage.self),
         StageFactory(DedupStage.self),
         StageFactory(RecordPresetsStage.self),
+        StageFactory(LocationStage.self),
+        StageFactory(DeviceStage.self),
         StageFactory(EnrichedOutput.self),
         StageFactory(DeadLetterOutput.self),
     ]

@@ -28,6 +28,7 @@ final class GoldenSampleTests: XCTestCase {
         let env = [
             "MAIDIAN_BROKERS": bootstrap, "MAIDIAN_GROUP": "golden-\(UUID().uuidString.prefix(8))",
             "MAIDIAN_SESSION_TIMEOUT": "6s", "MAIDIAN_LOG_LEVEL": "info",
+            "MAIDIAN_GEO_DB": Integration.shared.appendingPathComponent("geo/test-city.mmdb").path,
         ]
         let pipeline = Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path
         let workers = try (0..<2).map { i in
@@ -51,7 +52,7 @@ final class GoldenSampleTests: XCTestCase {
         }
         XCTAssertEqual(reasons, expected["dlq"] as? [String: Int], "dead letters by reason")
 
-        // Every sample entry's $ip, $dropped_properties and $client_time (and calibrated time) on its event.
+        // Every sample entry's $ip, location, $dropped_properties and $client_time (and calibrated time) on its event.
         var byTrackID: [String: [String: Any]] = [:]
         var profiles = 0
         for r in enriched {
@@ -71,6 +72,15 @@ final class GoldenSampleTests: XCTestCase {
             XCTAssertEqual(props["$ip"] as? String, want["$ip"] as? String, "$ip of \(trackID)")
             XCTAssertEqual((props["$client_time"] as? NSNumber)?.int64Value, (want["$client_time"] as? NSNumber)?.int64Value, "$client_time of \(trackID)")
             XCTAssertEqual(props["$dropped_properties"] as? [String], want["$dropped_properties"] as? [String], "$dropped_properties of \(trackID)")
+            // Location: equal when the sample has it, absent when it does not (private and unknown IPs).
+            for key in ["$country", "$province", "$city"] {
+                let what = "\(key) of \(trackID) ($ip \(want["$ip"] ?? "none"))"
+                if let value = want[key] as? String {
+                    XCTAssertEqual(props[key] as? String, value, what)
+                } else {
+                    XCTAssertNil(props[key], what)
+                }
+            }
             checked += 1
         }
         XCTAssertEqual(checked, samples.count)

@@ -45,7 +45,7 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(spec.source.limits, RecordLimits(maxCompressedBytes: 1 << 20, maxDecompressedBytes: 16 << 20, maxEventsPerRecord: 10_000))
         XCTAssertEqual(spec.source.kafka, [:])
         XCTAssertEqual(spec.producerKafka, [:])
-        XCTAssertEqual(spec.stages.map(\.kind), ["validate", "calibrate_time", "dedup", "record_presets"])
+        XCTAssertEqual(spec.stages.map(\.kind), ["validate", "calibrate_time", "dedup", "record_presets", "location", "device"])
         XCTAssertEqual(spec.outputs.map(\.kind), ["enriched", "dead_letter"])
         XCTAssertEqual(spec.outputTopics, ["events.enriched", "events.dlq"])
 
@@ -57,14 +57,21 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(try spec.stages[1].node.decode(CalibrateTimeStage.Config.self, ignoringKeys: ["kind"]).maxSkew, .seconds(60))
         XCTAssertEqual(try spec.stages[2].node.decode(DedupStage.Config.self, ignoringKeys: ["kind"]).window, .minutes(10))
         XCTAssertEqual(try spec.stages[3].node.decode(RecordPresetsStage.Config.self, ignoringKeys: ["kind"]).defaultProject, "default")
+        let location = try spec.stages[4].node.decode(LocationStage.Config.self, ignoringKeys: ["kind"])
+        XCTAssertEqual(location.database, "../data/test-city.mmdb")
+        XCTAssertEqual(location.locale, "zh-CN")
+        XCTAssertEqual(location.reloadCheck, .seconds(5))
         XCTAssertEqual(try spec.outputs[0].node.decode(EnrichedOutput.Config.self, ignoringKeys: ["kind"]).topic, "events.enriched")
         XCTAssertEqual(try spec.outputs[1].node.decode(DeadLetterOutput.Config.self, ignoringKeys: ["kind"]).topic, "events.dlq")
 
         let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Self.logger)
-        XCTAssertEqual(engine.stageNames, ["validate", "calibrate_time", "dedup", "record_presets", "enriched", "dead_letter"])
-        XCTAssertEqual(engine.counts.count, 6)
+        XCTAssertEqual(engine.stageNames, ["validate", "calibrate_time", "dedup", "record_presets", "location", "device", "enriched", "dead_letter"])
+        XCTAssertEqual(engine.counts.count, 8)
         XCTAssertEqual(engine.decoder.limits, spec.source.limits)
-        XCTAssertEqual(engine.counters.map { "\($0.stage).\($0.counter.name)" }, ["calibrate_time.calibrated", "dedup.duplicates"])
+        XCTAssertEqual(engine.counters.map { "\($0.stage).\($0.counter.name)" }, [
+            "calibrate_time.calibrated", "dedup.duplicates", "location.located", "location.lookups", "location.reloads",
+            "device.unknown", "device.os_from_ua",
+        ])
         // The kind locations point into the file.
         XCTAssertEqual(spec.stages[2].kindLocation.description, "\(Self.appAnalytics):26:11")
     }
@@ -157,7 +164,7 @@ final class PipelineSpecTests: XCTestCase {
         // Far from every kind: the hint lists them.
         XCTAssertEqual(
             errors("outputs:\n  - kind: kafka_sink\n"),
-            ["t.yaml:2:11: unknown stage kind 'kafka_sink' (expected one of: validate, calibrate_time, dedup, record_presets, enriched, dead_letter)"])
+            ["t.yaml:2:11: unknown stage kind 'kafka_sink' (expected one of: validate, calibrate_time, dedup, record_presets, location, device, enriched, dead_letter)"])
     }
 
     func testUnknownKeyInsideStageConfig() {

@@ -1,0 +1,319 @@
+import Logging
+import MaidianEvents
+import MaidianGeo
+import MaidianPipeline
+
+/// Adds `$country`, `$province` (first subdivision) and `$city` from the event's IP through a MaxMind-format
+/// city database (SPEC section 2, enrichment), with names in the configured locale, falling back to `en`.
+///
+/// - The IP is the event's own `$ip` when the client sent one, else the record's `ip` header (the value
+///   `record_presets` adds as `$ip`): the location always belongs to the `$ip` the event carries.
+/// - Private, special-purpose, malformed and unknown addresses add nothing.
+/// - Never overwrites the client: an event that carries any of `$country`, `$province`, `$city` gets none
+///   of them from the database (no mix of the client's country with the database's city).
+/// - Work is per IP, not per event: results are cached by the IP's text as pre-serialized fragments, copied
+///   into the batch once per distinct IP and linked to each event.
+/// - The database file is checked between batches (at most every `reload_check`); a new version is opened
+///   completely before it replaces the old one, so every batch is enriched by exactly one database. A new
+///   file that does not open keeps the old database (a warning is logged).
+public final class LocationStage: Stage {
+    public struct Config: Decodable, Sendable {
+        /// Path of the `.mmdb` city database (required); relative paths are relative to the pipeline file.
+        public var database: String
+        /// Locale of the names (`zh-CN`, `en`, `de`, `es`, `fr`, `ja`, `pt-BR`, `ru` in MaxMind's databases);
+        /// a name missing in it falls back to `en`.
+        public var locale: String = "zh-CN"
+        /// How often, at most, the database file is checked for a new version (between batches). `0s`: every batch.
+        public var reloadCheck: ConfigDuration = .seconds(5)
+        /// Most IPs whose result is kept; the cache is emptied when it is full.
+        public var cacheSize: Int = 65536
+        /// Where `database` is written in the pipeline file (for errors found when opening it).
+        public var databaseLocation: SourceLocation?
+
+        enum CodingKeys: String, CodingKey {
+            case database, locale
+            case reloadCheck = "reload_check"
+            case cacheSize = "cache_size"
+        }
+
+        /// A configuration for code and tests.
+        public init(database: String, locale: String = "zh-CN", reloadCheck: ConfigDuration = .seconds(5), cacheSize: Int = 65536) {
+            self.database = database
+            self.locale = locale
+            self.reloadCheck = reloadCheck
+            self.cacheSize = cacheSize
+        }
+
+        /// Decodes the YAML keys `database`, `locale`, `reload_check`, `cache_size`.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            database = try c.decode(String.self, forKey: .database)
+            locale = try c.decodeIfPresent(String.self, forKey: .locale) ?? "zh-CN"
+            reloadCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .reloadCheck) ?? .seconds(5)
+            cacheSize = try c.decodeIfPresent(Int.self, forKey: .cacheSize) ?? 65536
+            databaseLocation = decoder.configLocation(forKey: CodingKeys.database)
+            if database.isEmpty {
+                throw decoder.fail("database must name a .mmdb file", forKey: CodingKeys.database, hint: "e.g. /usr/share/GeoIP/GeoLite2-City.mmdb", code: .badValue)
+            }
+            if locale.isEmpty || locale.utf8.count > 16 || !locale.utf8.allSatisfy({ $0 == 0x2D || $0 == 0x5F || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) }) {
+                throw decoder.fail("invalid locale '\(locale)'", forKey: CodingKeys.locale, hint: "e.g. zh-CN, en, pt-BR", code: .badValue)
+            }
+            if cacheSize < 1 {
+                throw decoder.fail("cache_size must be at least 1", forKey: CodingKeys.cacheSize, code: .badValue)
+            }
+        }
+    }
+
+    /// `kind: location`.
+    public static let kind = "location"
+    /// For `maidian stages`.
+    public static let summary = "adds $country, $province and $city from $ip through a MaxMind city database"
+
+    /// The database in use; replaced between batches when its file changes.
+    public private(set) var database: GeoDatabase
+    let path: String
+    let locale: String
+    let reloadEvery: Duration
+    let cacheSize: Int
+    var logger: Logger
+    let clock = ContinuousClock()
+    var nextCheck: ContinuousClock.Instant
+    /// A file version that failed to open: not tried again until the file changes once more.
+    var failedStamp: GeoFileStamp?
+    var missingWarned = false
+
+    let located: StageCounter
+    let lookups: StageCounter
+    let reloads: StageCounter
+
+    // The cache: IP text → the three fragments, `"$country":"…"` etc., back to back in `fragments`.
+    struct Entry {
+        var keyStart: Int32
+        var keyCount: Int32
+        var fragStart: Int32
+        var countryCount: Int32
+        var provinceCount: Int32
+        var cityCount: Int32
+        /// The batch in which the fragments were last copied to the scratch arena, and where.
+        var epoch: UInt64
+        var scratchStart: Int32
+    }
+    var table = HashTable64(capacity: 1024)
+    var entries: [Entry] = []
+    var keys: [UInt8] = []
+    var fragments: [UInt8] = []
+    var epoch: UInt64 = 0
+
+    static let locationBits = KnownProperty.country.bit | KnownProperty.province.bit | KnownProperty.city.bit
+
+    /// Opens the database.
+    ///
+    /// - Throws: ``PipelineError`` located at `database:` when the file is missing, unreadable, not a MaxMind
+    ///   DB or not a city database.
+    public init(config: Config, context: StageContext) throws {
+        path = context.resolvePath(config.database)
+        locale = config.locale
+        reloadEvery = .milliseconds(config.reloadCheck.milliseconds)
+        cacheSize = config.cacheSize
+        logger = context.logger
+        do {
+            database = try GeoDatabase(path: path)
+        } catch {
+            throw LocationStage.configError(error, location: config.databaseLocation)
+        }
+        nextCheck = clock.now.advanced(by: reloadEvery)
+        located = context.counter("located")
+        lookups = context.counter("lookups")
+        reloads = context.counter("reloads")
+        entries.reserveCapacity(min(cacheSize, 1 << 16))
+        if !database.metadata.languages.isEmpty && !database.metadata.languages.contains(locale) {
+            logger.warning("geo database has no names in locale \(locale); using en", metadata: [
+                "database": "\(path)", "languages": "\(database.metadata.languages.joined(separator: ","))",
+            ])
+        }
+        logger.debug("geo database opened", metadata: [
+            "database": "\(path)", "type": "\(database.metadata.databaseType)", "build_epoch": "\(database.metadata.buildEpoch)",
+        ])
+    }
+
+    static func configError(_ error: GeoError, location: SourceLocation?) -> PipelineError {
+        switch error.code {
+        case .fileNotFound:
+            return PipelineError(
+                code: .io, message: "location: \(error)", location: location,
+                hint: "set MAIDIAN_GEO_DB or database: to a MaxMind city database such as GeoLite2-City.mmdb", underlying: error)
+        case .unreadable, .fileChanging:
+            return PipelineError(code: .io, message: "location: \(error)", location: location, underlying: error)
+        case .invalidDatabase, .notCityDatabase:
+            return PipelineError(
+                code: .badValue, message: "location: \(error)", location: location,
+                hint: "GeoLite2-City.mmdb, GeoIP2-City.mmdb or another MaxMind-format city database", underlying: error)
+        }
+    }
+
+    /// Swaps in a new database version if the file changed (between batches), then enriches the batch.
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
+        if reloadEvery == .zero || clock.now >= nextCheck { checkForNewDatabase() }
+        epoch &+= 1
+        let n = batch.events.count
+        var lastRecord: Int32 = -1
+        var recordEntry = -1
+        var count = 0
+        for i in 0..<n {
+            let ev = batch.events[i]
+            guard ev.status == .live, ev.type.isTrack else { continue }
+            let known = ev.known
+            if known & LocationStage.locationBits != 0 && clientSentLocation(batch, i) { continue }
+            let entry: Int
+            if known & KnownProperty.ip.bit != 0, let p = batch.propertyIndex(event: i, name: "$ip") {
+                // Rare: the client sent its own $ip. It may evict cache entries: look the record up again after.
+                entry = entryForClientIP(&batch, property: p)
+                lastRecord = -1
+            } else {
+                if ev.record != lastRecord {
+                    lastRecord = ev.record
+                    let ip = batch.records[Int(ev.record)].ip
+                    recordEntry = ip.isPresent && ip.count > 0 ? entryForInput(&batch, ip) : -1
+                }
+                entry = recordEntry
+            }
+            if entry >= 0 && link(&batch, event: i, entry: entry) { count += 1 }
+        }
+        located.add(count)
+    }
+
+    /// Whether the client sent any of the three location properties.
+    @inline(__always)
+    private func clientSentLocation(_ batch: borrowing EventBatch, _ i: Int) -> Bool {
+        batch.hasProperty(event: i, .country) || batch.hasProperty(event: i, .province) || batch.hasProperty(event: i, .city)
+    }
+
+    /// Links the entry's fragments to event `i`, copying them into the scratch arena on first use in this batch.
+    @inline(__always)
+    private func link(_ batch: inout EventBatch, event i: Int, entry: Int) -> Bool {
+        var e = entries[entry]
+        let total = e.countryCount + e.provinceCount + e.cityCount
+        if total == 0 { return false }
+        if e.epoch != epoch {
+            e.epoch = epoch
+            e.scratchStart = Int32(batch.scratch.count)
+            let from = Int(e.fragStart)
+            fragments.withUnsafeBufferPointer { f in
+                batch.scratch.append(contentsOf: UnsafeBufferPointer(rebasing: f[from..<(from + Int(total))]))
+            }
+            entries[entry] = e
+        }
+        var s = e.scratchStart
+        if e.countryCount > 0 { batch.linkAdded(event: i, Span(start: s, end: s + e.countryCount)); s += e.countryCount }
+        if e.provinceCount > 0 { batch.linkAdded(event: i, Span(start: s, end: s + e.provinceCount)); s += e.provinceCount }
+        if e.cityCount > 0 { batch.linkAdded(event: i, Span(start: s, end: s + e.cityCount)) }
+        return true
+    }
+
+    /// The cache entry for an IP in the input arena (a record header).
+    @inline(__always)
+    private func entryForInput(_ batch: inout EventBatch, _ ip: Span) -> Int {
+        batch.input.withUnsafeBufferPointer { inp in
+            entry(forIP: UnsafeBufferPointer(rebasing: inp[Int(ip.start)..<Int(ip.end)]))
+        }
+    }
+
+    /// The cache entry for the client's `$ip` property; -1 when it is not a plain string.
+    private func entryForClientIP(_ batch: inout EventBatch, property p: Int) -> Int {
+        let prop = batch.properties[p]
+        guard prop.kind == .string, !prop.valueEscaped, prop.value.count > 2 else { return -1 }
+        return batch.json.withUnsafeBufferPointer { j in
+            entry(forIP: UnsafeBufferPointer(rebasing: j[Int(prop.value.start + 1)..<Int(prop.value.end - 1)]))
+        }
+    }
+
+    /// The cache entry for the IP text `ip`, looking it up in the database on a miss.
+    private func entry(forIP ip: UnsafeBufferPointer<UInt8>) -> Int {
+        var h = Hash64()
+        h.add(ip.baseAddress!, ip.count)
+        let hash = h.value
+        if let found = table.get(hash) {
+            let e = entries[Int(found)]
+            if Int(e.keyCount) == ip.count && keys.withUnsafeBufferPointer({ k in
+                let key = k.baseAddress! + Int(e.keyStart)
+                for j in 0..<ip.count where key[j] != ip[j] { return false }
+                return true
+            }) {
+                return Int(found)
+            }
+            // A 64-bit hash collision: look it up without caching over the other key.
+            return insert(ip, hash: nil)
+        }
+        return insert(ip, hash: hash)
+    }
+
+    /// Looks `ip` up and appends an entry; indexes it under `hash` when given. Evicts everything when full.
+    private func insert(_ ip: UnsafeBufferPointer<UInt8>, hash: UInt64?) -> Int {
+        if entries.count >= cacheSize { clearCache() }
+        lookups.add()
+        let location = IPAddress(utf8: UnsafeRawBufferPointer(ip)).flatMap { database.lookup($0, locale: locale) }
+        let fragStart = fragments.count
+        let country = appendFragment("\"$country\":", location?.country)
+        let province = appendFragment("\"$province\":", location?.province)
+        let city = appendFragment("\"$city\":", location?.city)
+        let keyStart = keys.count
+        keys.append(contentsOf: ip)
+        entries.append(Entry(
+            keyStart: Int32(keyStart), keyCount: Int32(ip.count), fragStart: Int32(fragStart),
+            countryCount: Int32(country), provinceCount: Int32(province), cityCount: Int32(city),
+            epoch: epoch &- 1, scratchStart: 0))
+        let index = entries.count - 1
+        if let hash { table.set(hash, Int64(index)) }
+        return index
+    }
+
+    /// Appends `"$name":"value"` to the fragment arena; returns its length (0 when there is no value).
+    private func appendFragment(_ prefix: StaticString, _ value: String?) -> Int {
+        guard let value, !value.isEmpty else { return 0 }
+        let start = fragments.count
+        prefix.withUTF8Buffer { fragments.append(contentsOf: $0) }
+        JSONOut.appendString(value, to: &fragments)
+        return fragments.count - start
+    }
+
+    private func clearCache() {
+        table.removeAll()
+        entries.removeAll(keepingCapacity: true)
+        keys.removeAll(keepingCapacity: true)
+        fragments.removeAll(keepingCapacity: true)
+    }
+
+    /// Between batches: opens the database file again when it changed, and swaps it in when it opens.
+    func checkForNewDatabase() {
+        nextCheck = clock.now.advanced(by: reloadEvery)
+        guard let stamp = GeoFileStamp(path: path) else {
+            if !missingWarned {
+                missingWarned = true
+                logger.warning("geo database file is gone; keeping the loaded one", metadata: ["database": "\(path)"])
+            }
+            return
+        }
+        missingWarned = false
+        if stamp == database.stamp || stamp == failedStamp { return }
+        do {
+            let fresh = try GeoDatabase(path: path)
+            database = fresh
+            failedStamp = nil
+            clearCache()
+            reloads.add()
+            logger.info("geo database reloaded", metadata: [
+                "database": "\(path)", "type": "\(fresh.metadata.databaseType)", "build_epoch": "\(fresh.metadata.buildEpoch)",
+            ])
+        } catch {
+            if error.code == .fileChanging {
+                // A copy in progress: try again at the next check.
+                logger.debug("geo database file is changing; will retry", metadata: ["database": "\(path)"])
+            } else {
+                failedStamp = stamp
+                logger.warning("new geo database file does not open; keeping the loaded one", metadata: [
+                    "database": "\(path)", "error": "\(error)",
+                ])
+            }
+        }
+    }
+}
