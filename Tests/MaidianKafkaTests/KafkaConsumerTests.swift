@@ -108,7 +108,7 @@ final class KafkaConsumerTests: XCTestCase {
         var secondCount = 0
         second.onPartitionEOF = { secondEOFs[$0] = $1 }
         try second.subscribe([topic])
-        let resumed = try KafkaTestSupport.poll(second, for: .seconds(20), until: { secondEOFs.count == 4 }) { _ in
+        let resumed = try KafkaTestSupport.poll(second, for: .seconds(60), until: { secondEOFs.count == 4 }) { _ in
             secondCount += 1
         }
         XCTAssertTrue(resumed)
@@ -141,7 +141,7 @@ final class KafkaConsumerTests: XCTestCase {
         }
         second.onRebalance = { secondEvents.append($0) }
         try first.subscribe([topic])
-        let owned = try KafkaTestSupport.poll(first, for: .seconds(20), until: { values.count == 40 }) { values.insert($0.value.string) }
+        let owned = try KafkaTestSupport.poll(first, for: .seconds(60), until: { values.count == 40 }) { values.insert($0.value.string) }
         XCTAssertTrue(owned)
         XCTAssertEqual(Set(try first.assignment()), all)
 
