@@ -50,7 +50,8 @@ struct PeekCommand: ParsableCommand {
             for (name, c) in byName.sorted(by: { $0.value > $1.value }).prefix(15) {
                 print("   \(String(c).leftPad(7))  \(name)")
             }
-            for s in samples { print("   e.g. \(s.count > 600 ? String(s.prefix(600)) + "…" : s)") }
+            // Long events: the start and the end, where the added properties are.
+            for s in samples { print("   e.g. \(s.count > 900 ? String(s.prefix(300)) + " … " + String(s.suffix(600)) : s)") }
         }
         try consumer.close()
     }

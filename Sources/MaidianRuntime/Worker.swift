@@ -214,7 +214,8 @@ private final class State {
             logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }): their records will be read again")
         }
         try consumer.close()
-        logger.info("worker stopped", metadata: ["summary": "\(engine.summaryLines().joined(separator: "; "))"])
+        logger.notice("worker stopped; what each stage did:")
+        for line in engine.summaryLines() { logger.notice("  \(line)") }
     }
 
     /// Produces the batch's outputs, registering each record with the tracker first.
