@@ -345,6 +345,7 @@ enum NameClass {
     static let rest: UInt8 = 2
     /// Quote, backslash, control or non-ASCII: ends the fast key scan.
     static let stop: UInt8 = 4
+    /// `nonisolated(unsafe)` is safe: filled once in this initializer, only read afterwards.
     nonisolated(unsafe) static let table: UnsafePointer<UInt8> = {
         let t = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
         for c in 0..<256 {

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 import MaidianEvents
 
 /// A pipeline stage: a plugin that data engineers place in a pipeline's YAML by its `kind`.
@@ -38,13 +39,15 @@ extension Stage {
 }
 
 /// A counter a stage owns and the engine reports (for example `duplicates`).
-public final class StageCounter: @unchecked Sendable {
-    // Only the worker thread that owns the pipeline writes it; readers (metrics) tolerate a torn-free
-    // but possibly stale Int read on 64-bit platforms.
-    public private(set) var value: Int = 0
+/// The worker thread adds; metrics may read from another thread, hence a relaxed atomic (an uncontended
+/// `lock xadd`: negligible next to the work counted).
+public final class StageCounter: Sendable {
+    private let storage = Atomic<Int>(0)
     public let name: String
     public init(name: String) { self.name = name }
-    @inline(__always) public func add(_ n: Int = 1) { value &+= n }
+    /// The current count.
+    public var value: Int { storage.load(ordering: .relaxed) }
+    @inline(__always) public func add(_ n: Int = 1) { storage.wrappingAdd(n, ordering: .relaxed) }
 }
 
 /// What a stage gets when it is built.
