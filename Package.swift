@@ -11,6 +11,7 @@ let package = Package(
         // For custom builds (examples/custom-stage): the CLI with extra stages, and the batch API stages use.
         .library(name: "MaidianCLI", targets: ["MaidianCLI"]),
         .library(name: "MaidianEvents", targets: ["MaidianEvents"]),
+        .library(name: "MaidianRules", targets: ["MaidianRules"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -49,8 +50,12 @@ let package = Package(
             ]
         ),
         .target(
+            name: "MaidianRules",
+            dependencies: ["MaidianPipeline", "MaidianEvents"]
+        ),
+        .target(
             name: "MaidianStages",
-            dependencies: ["MaidianPipeline", "MaidianEvents", "MaidianGeo", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["MaidianPipeline", "MaidianEvents", "MaidianGeo", "MaidianRules", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "MaidianRuntime",
@@ -80,6 +85,7 @@ let package = Package(
         .testTarget(name: "MaidianGeoTests", dependencies: ["MaidianGeo"]),
         .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages", "MaidianEvents"]),
         .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents"]),
+        .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
         .testTarget(name: "MaidianRuntimeTests", dependencies: ["MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka"]),
         .testTarget(name: "MaidianIntegrationTests", dependencies: ["MaidianKafka", "MaidianRuntime", "MaidianRecording"]),

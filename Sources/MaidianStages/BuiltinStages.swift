@@ -9,6 +9,7 @@ public enum BuiltinStages {
         StageFactory(RecordPresetsStage.self),
         StageFactory(LocationStage.self),
         StageFactory(DeviceStage.self),
+        StageFactory(MatchStage.self),
         StageFactory(EnrichedOutput.self),
         StageFactory(DeadLetterOutput.self),
     ]

@@ -29,6 +29,7 @@ final class GoldenSampleTests: XCTestCase {
             "MAIDIAN_BROKERS": bootstrap, "MAIDIAN_GROUP": "golden-\(UUID().uuidString.prefix(8))",
             "MAIDIAN_SESSION_TIMEOUT": "6s", "MAIDIAN_LOG_LEVEL": "info",
             "MAIDIAN_GEO_DB": Integration.shared.appendingPathComponent("geo/test-city.mmdb").path,
+            "MAIDIAN_RULES": Integration.shared.appendingPathComponent("traffic/rules-sample.yaml").path,
         ]
         let pipeline = Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path
         let workers = try (0..<2).map { i in
@@ -84,6 +85,34 @@ final class GoldenSampleTests: XCTestCase {
             checked += 1
         }
         XCTAssertEqual(checked, samples.count)
+
+        // Action-rule matches: userDefined and pagePara values on the event (SPEC section 4).
+        let matchedParams = expected["matched_params"] as! [String: [String: [String: Any]]]
+        var paramMismatches = 0
+        for (trackID, want) in matchedParams {
+            guard let got = byTrackID[trackID] else { XCTFail("matched_params \(trackID) missing on events.enriched"); continue }
+            let props = got["properties"] as? [String: Any] ?? [:]
+            for (key, value) in (want["userDefined"] ?? [:]).merging(want["pagePara"] ?? [:], uniquingKeysWith: { a, _ in a }) {
+                if "\(props[key] ?? "<absent>")" != "\(value)" {
+                    paramMismatches += 1
+                    if paramMismatches <= 5 { XCTFail("\(key) of \(trackID): got \(props[key] ?? "<absent>"), want \(value)") }
+                }
+            }
+        }
+        XCTAssertEqual(paramMismatches, 0, "matched_params mismatches")
+
+        // $matched_rules: per rule, enriched events listing it = sum of pv/click counts of that rule.
+        var wantByRule: [String: Int] = [:]
+        for (key, entry) in expected["counts"] as! [String: [String: Any]] {
+            let parts = key.split(separator: "|", omittingEmptySubsequences: false)
+            guard parts.count >= 2, parts[0] == "pv" || parts[0] == "click" else { continue }
+            wantByRule[String(parts[1]), default: 0] += entry["count"] as? Int ?? 0
+        }
+        var gotByRule: [String: Int] = [:]
+        for o in byTrackID.values {
+            for id in (o["properties"] as? [String: Any])?["$matched_rules"] as? [String] ?? [] { gotByRule[id, default: 0] += 1 }
+        }
+        XCTAssertEqual(gotByRule, wantByRule, "events per rule in $matched_rules")
         withExtendedLifetime(broker) {}
     }
 }
