@@ -1,3 +1,5 @@
+import MaidianEvents
+
 /// The role of an event, by its name (SPEC section 3).
 public enum EventRole: UInt8, Sendable {
     /// Not matched against rules.
@@ -104,6 +106,8 @@ public final class RuleMatcher: Sendable {
     private let regexRules: [(Int, PosixRegex)]
     private let clickActions: [String: [Int]]
     private let pageActions: [String: [Int]]
+    /// The same tables keyed by raw bytes, for `matchRaw`.
+    let tables: RawTables
 
     /// Compiles `rules` (regexes were checked when the file was loaded).
     public init(rules: RulesFile) throws {
@@ -114,12 +118,14 @@ public final class RuleMatcher: Sendable {
             if let s = r.screen { byScreen[s, default: []].append(i) } else if let p = r.pagePath { byPath[p, default: []].append(i) }
         }
         var byKey: [String: [Int]] = [:]
+        var pairs: [(String, String, Int)] = []
         var regexes: [(Int, PosixRegex)] = []
         for (i, r) in rules.elements.enumerated() {
             if let re = r.identifierRegex {
                 regexes.append((i, try PosixRegex(re)))
             } else if let path = r.path, let type = r.type {
                 byKey[path + "\u{0}" + type, default: []].append(i)
+                pairs.append((path, type, i))
             }
         }
         var click: [String: [Int]] = [:], page: [String: [Int]] = [:]
@@ -132,6 +138,17 @@ public final class RuleMatcher: Sendable {
         regexRules = regexes
         clickActions = click
         pageActions = page
+        var ids: [[UInt8]] = []
+        for id in rules.pages.map(\.id) + rules.elements.map(\.id) + rules.actions.map(\.id) {
+            var out: [UInt8] = []
+            JSONOut.appendString(id, to: &out)
+            ids.append(out)
+        }
+        tables = RawTables(
+            ignored: ByteTable(Dictionary(ignoredPages.map { ($0, [0]) }, uniquingKeysWith: { a, _ in a })),
+            pageByScreen: ByteTable(byScreen), pageByPath: ByteTable(byPath), pageActions: ByteTable(page),
+            clickActions: ByteTable(click), elementByKey: ByteTable(pairs: pairs, slow: byKey), regexRules: regexes,
+            regexAffixes: regexes.map { regexAffixes($0.1.pattern) }, idJSON: ids)
     }
 
     /// Whether the matcher has no rules at all.

@@ -22,6 +22,8 @@ public final class MatchStage: Stage {
     private let matchedCounter: StageCounter
     private var hits: [Int] = []
     private var addedNames: [[UInt8]] = []
+    private var found = [Int](repeating: -1, count: 15)
+    private var buffer: [UInt8] = []
 
     /// Loads and compiles the rules file.
     public init(config: Config, context: StageContext) throws {
@@ -50,42 +52,23 @@ public final class MatchStage: Stage {
             guard ev.isLive, ev.type.isTrack, ev.eventName.isPresent else { continue }
             let role = Self.role(batch, ev.eventName)
             if role == .other { continue }
-            var found = [Int](repeating: -1, count: 15)
+            found.withUnsafeMutableBufferPointer { for k in $0.indices { $0[k] = -1 } }
             Self.findProperties(batch, ev, &found)
-            var f = EventFacts()
-            f.screenName = Self.text(batch, found[0])
-            f.currentURL = Self.text(batch, found[1])
-            if matcher.isIgnored(page: f.page) { continue }
-            f.pagePath = Self.text(batch, found[2])
-            f.appVersion = Self.text(batch, found[3]) ?? Self.libAppVersion(batch, ev.lib)
-            if role == .click {
-                f.elementPath = Self.text(batch, found[4])
-                f.elementType = Self.text(batch, found[5])
-                f.elementPosition = Self.text(batch, found[6])
-                f.elementIndex = Self.text(batch, found[7])
-                if found[8] >= 0 {
-                    let p = batch.properties[found[8]]
-                    if p.kind == .string { f.content = Self.text(batch, found[8]) } else if p.kind == .object && p.fix == .keep {
-                        f.contentItems = Self.objectItems(batch, p.value)
-                    }
-                }
-                f.elementKind = Self.text(batch, found[9])
-                f.target = Self.text(batch, found[10])
-                f.action = Self.text(batch, found[11])
-                f.container = Self.text(batch, found[12])
-                f.tag = Self.text(batch, found[13])
-            }
             hits.removeAll(keepingCapacity: true)
-            matcher.match(role: role, facts: f, into: &hits)
+            if Self.needsDecoding(batch, found, role) {
+                if !slowMatch(batch, ev, role) { continue }
+            } else {
+                fastMatch(batch, ev, role)
+            }
             if hits.isEmpty { continue }
             matchedCounter.add()
             addedNames.removeAll(keepingCapacity: true)
             if found[14] < 0 {
                 let start = batch.scratch.count
                 JSONOut.appendRaw("\"$matched_rules\":[", to: &batch.scratch)
-                for (n, h) in hits.enumerated() {
+                for n in hits.indices {
                     if n > 0 { batch.scratch.append(0x2C) }
-                    JSONOut.appendString(matcher.id(of: h), to: &batch.scratch)
+                    matcher.appendID(of: hits[n], to: &batch.scratch)
                 }
                 batch.scratch.append(0x5D)
                 batch.linkAdded(event: i, Span(start, batch.scratch.count))
@@ -117,6 +100,87 @@ public final class MatchStage: Stage {
         }
     }
 
+    /// The matcher over decoded Strings (escaped or replaced values); false when the page is ignored.
+    private func slowMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole) -> Bool {
+            var f = EventFacts()
+        f.screenName = Self.text(batch, found[0])
+        f.currentURL = Self.text(batch, found[1])
+        if matcher.isIgnored(page: f.page) { return false }
+        f.pagePath = Self.text(batch, found[2])
+        f.appVersion = Self.text(batch, found[3]) ?? Self.libAppVersion(batch, ev.lib)
+        if role == .click {
+            f.elementPath = Self.text(batch, found[4])
+            f.elementType = Self.text(batch, found[5])
+            f.elementPosition = Self.text(batch, found[6])
+            f.elementIndex = Self.text(batch, found[7])
+            if found[8] >= 0 {
+                let p = batch.properties[found[8]]
+                if p.kind == .string { f.content = Self.text(batch, found[8]) } else if p.kind == .object && p.fix == .keep {
+                    f.contentItems = Self.objectItems(batch, p.value)
+                }
+            }
+            f.elementKind = Self.text(batch, found[9])
+            f.target = Self.text(batch, found[10])
+            f.action = Self.text(batch, found[11])
+            f.container = Self.text(batch, found[12])
+            f.tag = Self.text(batch, found[13])
+        }
+        matcher.match(role: role, facts: f, into: &hits)
+        return true
+    }
+
+    /// The matcher over raw bytes (no string has escapes or replacements).
+    private func fastMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole) {
+        batch.json.withUnsafeBufferPointer { j in
+            let base = j.baseAddress!
+            func raw(_ n: Int) -> RawText {
+                let k = found[n]
+                guard k >= 0 else { return .absent }
+                let p = batch.properties[k]
+                switch p.kind {
+                case .string: return RawText(base + Int(p.value.start) + 1, p.value.count - 2)
+                case .number, .bool: return RawText(base + Int(p.value.start), p.value.count)
+                default: return .absent
+                }
+            }
+            var f = RawFacts()
+            f.screenName = raw(0)
+            f.currentURL = raw(1)
+            f.pagePath = raw(2)
+            f.appVersion = raw(3)
+            if ev.lib.isPresent { f.lib = RawText(base + Int(ev.lib.start), ev.lib.count) }
+            if role == .click {
+                f.elementPath = raw(4)
+                f.elementType = raw(5)
+                f.elementPosition = raw(6)
+                f.elementIndex = raw(7)
+                if found[8] >= 0 {
+                    let p = batch.properties[found[8]]
+                    if p.kind == .string { f.content = raw(8) } else if p.kind == .object && p.fix == .keep {
+                        f.contentObject = RawText(base + Int(p.value.start), p.value.count)
+                    }
+                }
+                f.elementKind = raw(9)
+                f.target = raw(10)
+                f.action = raw(11)
+                f.container = raw(12)
+                f.tag = raw(13)
+            }
+            matcher.matchRaw(role: role, facts: f, into: &hits, buffer: &buffer)
+        }
+    }
+
+    /// Whether a string property the matcher reads is escaped or replaced (then Strings are decoded).
+    static func needsDecoding(_ batch: borrowing EventBatch, _ found: [Int], _ role: EventRole) -> Bool {
+        for n in 0..<(role == .click ? 14 : 4) {
+            let k = found[n]
+            guard k >= 0 else { continue }
+            let p = batch.properties[k]
+            if p.kind == .string && (p.fix == .replace || p.valueEscaped) { return true }
+        }
+        return false
+    }
+
     static func role(_ batch: borrowing EventBatch, _ name: Span) -> EventRole {
         func equal(_ s: StaticString) -> Bool {
             guard name.count == s.utf8CodeUnitCount else { return false }
@@ -129,18 +193,35 @@ public final class MatchStage: Stage {
         return .other
     }
 
+    /// `names` flattened and grouped by length: entry `e` of `order[lengthStart[c]..<lengthStart[c + 1]]` is the
+    /// index of a name of length `c`; `offsets[n]` is where name `n` starts in `flat`.
+    private static let flat: [UInt8] = names.flatMap { $0 }
+    private static let offsets: [Int] = names.indices.map { n in names[..<n].reduce(0) { $0 + $1.count } }
+    private static let order: [Int] = names.indices.sorted { names[$0].count < names[$1].count }
+    private static let lengthStart: [Int] = (0...19).map { c in names.filter { $0.count < c }.count }
+
     /// One pass over the event's kept properties: the index of each of `names`.
     static func findProperties(_ batch: borrowing EventBatch, _ ev: Event, _ found: inout [Int]) {
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
+        let flat = Self.flat, offsets = Self.offsets, order = Self.order, lengthStart = Self.lengthStart
         batch.json.withUnsafeBufferPointer { j in
-            for k in lo..<hi {
-                let p = batch.properties[k]
-                guard p.fix != .drop else { continue }
-                let c = p.name.count
-                for (n, name) in names.enumerated() where found[n] < 0 && name.count == c {
-                    if name.withUnsafeBufferPointer({ memcmpEqual(j.baseAddress! + Int(p.name.start), $0.baseAddress!, c) }) {
-                        found[n] = k
-                        break
+            batch.properties.withUnsafeBufferPointer { props in
+                flat.withUnsafeBufferPointer { fb in
+                    found.withUnsafeMutableBufferPointer { f in
+                        for k in lo..<hi {
+                            let p = props[k]
+                            guard p.fix != .drop else { continue }
+                            let c = p.name.count
+                            guard c >= 10 && c <= 18 else { continue }
+                            let name = j.baseAddress! + Int(p.name.start)
+                            for e in lengthStart[c]..<lengthStart[c + 1] {
+                                let n = order[e]
+                                if f[n] < 0 && memcmpEqual(name, fb.baseAddress! + offsets[n], c) {
+                                    f[n] = k
+                                    break
+                                }
+                            }
+                        }
                     }
                 }
             }

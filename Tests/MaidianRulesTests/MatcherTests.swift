@@ -1,3 +1,4 @@
+import MaidianEvents
 import MaidianPipeline
 @testable import MaidianRules
 import XCTest
@@ -55,7 +56,51 @@ final class MatcherTests: XCTestCase {
     func ids(_ m: RuleMatcher, _ role: EventRole, _ f: EventFacts) -> [String] {
         var hits: [Int] = []
         m.match(role: role, facts: f, into: &hits)
+        XCTAssertEqual(rawHits(m, role, f), hits, "matchRaw agrees with match")
         return hits.map { m.id(of: $0) }
+    }
+
+    /// `matchRaw` over the same facts as raw bytes.
+    func rawHits(_ m: RuleMatcher, _ role: EventRole, _ f: EventFacts) -> [Int] {
+        var storage: [UnsafeMutablePointer<UInt8>] = []
+        defer { storage.forEach { $0.deallocate() } }
+        func raw(_ s: String?) -> RawText {
+            guard let s else { return .absent }
+            let bytes = Array(s.utf8)
+            let p = UnsafeMutablePointer<UInt8>.allocate(capacity: max(bytes.count, 1))
+            p.initialize(from: bytes, count: bytes.count)
+            storage.append(p)
+            return RawText(p, bytes.count)
+        }
+        var r = RawFacts()
+        r.screenName = raw(f.screenName); r.currentURL = raw(f.currentURL); r.pagePath = raw(f.pagePath)
+        r.appVersion = raw(f.appVersion); r.elementPath = raw(f.elementPath); r.elementType = raw(f.elementType)
+        r.elementPosition = raw(f.elementPosition); r.elementIndex = raw(f.elementIndex); r.content = raw(f.content)
+        r.elementKind = raw(f.elementKind); r.target = raw(f.target); r.action = raw(f.action)
+        r.container = raw(f.container); r.tag = raw(f.tag)
+        if !f.contentItems.isEmpty {
+            var o: [UInt8] = [0x7B]
+            for (n, (k, v)) in f.contentItems.enumerated() {
+                if n > 0 { o.append(0x2C) }
+                JSONOut.appendString(k, to: &o); o.append(0x3A); JSONOut.appendString(v, to: &o)
+            }
+            o.append(0x7D)
+            r.contentObject = raw(String(decoding: o, as: UTF8.self))
+        }
+        var hits: [Int] = [], buffer: [UInt8] = []
+        m.matchRaw(role: role, facts: r, into: &hits, buffer: &buffer)
+        return hits
+    }
+
+    func testRegexAffixes() {
+        XCTAssertEqual(regexAffixes(#"^UIWindow-.*-UIView-UIImageView\(0\)_\[null\]$"#).prefix, Array("UIWindow-".utf8))
+        XCTAssertEqual(regexAffixes(#"^UIWindow-.*-UIView-UIImageView\(0\)_\[null\]$"#).suffix, Array("-UIView-UIImageView(0)_[null]".utf8))
+        XCTAssertEqual(regexAffixes("^ab*c").prefix, Array("a".utf8))
+        XCTAssertEqual(regexAffixes("^ab+c").prefix, Array("abc".utf8).dropLast().map { $0 })
+        XCTAssertTrue(regexAffixes("^a|b$").prefix.isEmpty)
+        XCTAssertTrue(regexAffixes("^[ab]c$").suffix.isEmpty)
+        XCTAssertEqual(regexAffixes("x(1-\\d+)$").suffix, [])
+        XCTAssertEqual(regexAffixes("x\\.y$").suffix, Array("x.y".utf8))
     }
 
     func testRoles() {
@@ -170,5 +215,15 @@ final class MatcherTests: XCTestCase {
         f.elementKind = "control"
         f.action = "tap:"
         XCTAssertEqual(ids(m, .click, f), [], "a GESTURE key does not match a control click")
+    }
+}
+
+final class RawTextTests: XCTestCase {
+    func testPlainASCII() {
+        for (text, plain) in [("", true), ("abcdefghijklmnopq", true), ("abcdefgh\u{0}ijk", false), ("abcdefghij\u{0}", false),
+                              ("abcdéfghijk", false), ("abcdefghijklé", false), ("\u{7F}abcdefgh", true)] {
+            var s = text
+            s.withUTF8 { u in XCTAssertEqual(RawText(u.baseAddress ?? UnsafePointer(bitPattern: 1)!, u.count).isPlainASCII, plain, text) }
+        }
     }
 }
