@@ -35,10 +35,17 @@ public struct HashTable64: Sendable {
     /// Sets `key` to `value`.
     @inline(__always)
     public mutating func set(_ key: UInt64, _ value: Int64) {
+        let (slot, _) = claim(key)
+        values[slot] = value
+    }
+
+    /// The slot of `key`, claiming an empty one (and counting it) when the key is new.
+    @inline(__always)
+    private mutating func claim(_ key: UInt64) -> (slot: Int, inserted: Bool) {
         if (count + 1) * 10 > keys.count * 7 { grow() }
         let k = HashTable64.slotKey(key)
         let m = mask
-        let slot = keys.withUnsafeMutableBufferPointer { ks -> (Int, Bool) in
+        let found = keys.withUnsafeMutableBufferPointer { ks -> (Int, Bool) in
             var i = Int(truncatingIfNeeded: k) & m
             while true {
                 let s = ks[i]
@@ -47,31 +54,19 @@ public struct HashTable64: Sendable {
                 i = (i &+ 1) & m
             }
         }
-        values[slot.0] = value
-        if slot.1 { count += 1 }
+        if found.1 { count += 1 }
+        return found
     }
 
     /// The value for `key` if present; otherwise inserts `value` and returns nil. One probe sequence.
     @inline(__always)
     public mutating func getOrInsert(_ key: UInt64, _ value: Int64) -> Int64? {
-        if (count + 1) * 10 > keys.count * 7 { grow() }
-        let k = HashTable64.slotKey(key)
-        let m = mask
-        let slot = keys.withUnsafeMutableBufferPointer { ks -> (Int, Bool) in
-            var i = Int(truncatingIfNeeded: k) & m
-            while true {
-                let s = ks[i]
-                if s == k { return (i, false) }
-                if s == 0 { ks[i] = k; return (i, true) }
-                i = (i &+ 1) & m
-            }
-        }
-        if slot.1 {
-            values[slot.0] = value
-            count += 1
+        let (slot, inserted) = claim(key)
+        if inserted {
+            values[slot] = value
             return nil
         }
-        return values[slot.0]
+        return values[slot]
     }
 
     /// Empties the table, keeping its capacity.
