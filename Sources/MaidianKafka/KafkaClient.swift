@@ -12,6 +12,8 @@ class ClientContext {
     let role: String
     /// Non-fatal client-level errors (broker down, resolve failures, ...).
     var onError: ((KafkaError) -> Void)?
+    /// The latest statistics report (with `statistics.interval.ms` > 0); thread-safe.
+    let statistics = KafkaStatisticsSource()
 
     init(logger: Logger, role: String) {
         self.logger = logger
@@ -78,6 +80,7 @@ final class KafkaClientHandle {
         }
         rd_kafka_conf_set_log_cb(conf, clientLogCallback)
         rd_kafka_conf_set_error_cb(conf, clientErrorCallback)
+        rd_kafka_conf_set_stats_cb(conf, clientStatsCallback)
         configure(conf)
         // Unretained: this handle holds `context` strongly and destroys the rd_kafka_t before releasing it.
         rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
@@ -141,4 +144,15 @@ private func clientErrorCallback(_ rk: OpaquePointer?, _ err: Int32, _ reason: U
     guard let rk, let opaque else { return }
     let context = Unmanaged<ClientContext>.fromOpaque(opaque).takeUnretainedValue()
     context.clientError(rd_kafka_resp_err_t(err), reason: reason.map { String(cString: $0) } ?? "", rk: rk)
+}
+
+/// Statistics reports (`statistics.interval.ms`); served on the thread that polls the client. Only copies the
+/// JSON (parsing happens when someone asks, see `KafkaStatisticsSource`). Returns 0: librdkafka frees `json`.
+private func clientStatsCallback(
+    _ rk: OpaquePointer?, _ json: UnsafeMutablePointer<CChar>?, _ length: Int, _ opaque: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let json, let opaque else { return 0 }
+    let context = Unmanaged<ClientContext>.fromOpaque(opaque).takeUnretainedValue()
+    context.statistics.store(UnsafeRawBufferPointer(start: json, count: length))
+    return 0
 }

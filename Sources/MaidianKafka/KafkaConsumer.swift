@@ -14,7 +14,7 @@ public final class KafkaConsumer {
     /// Internal, not private: extensions in other files of this module (explicit commits) use it.
     let handle: KafkaClientHandle
     private let context: ConsumerContext
-    private let logger: Logger
+    let logger: Logger
     /// The consumer queue (main queue forwarded into it); destroyed in deinit before the handle.
     private let queue: OpaquePointer
     /// Reused array of message pointers for `rd_kafka_consume_batch_queue`.
@@ -92,6 +92,10 @@ public final class KafkaConsumer {
 
     /// Called inside `poll()` when the consumer reaches the end of a partition: (partition, offset of the next message).
     public var onPartitionEOF: ((TopicPartition, Int64) -> Void)?
+
+    /// The latest librdkafka statistics report of this consumer (set `statistics.interval.ms` to get
+    /// reports). Thread-safe: read it from anywhere, e.g. a metrics endpoint.
+    public var statistics: KafkaStatisticsSource { handle.context.statistics }
 
     /// Non-fatal errors (broker transport, consume errors of a partition), after they are logged.
     /// Fatal errors are thrown by `poll()` instead.
@@ -314,7 +318,7 @@ public final class KafkaConsumer {
 
     // MARK: - Private
 
-    private func checkOpen(_ operation: String) throws {
+    func checkOpen(_ operation: String) throws {
         if closed { throw KafkaError(.state, "consumer \(operation): the consumer is closed") }
     }
 
@@ -402,7 +406,8 @@ final class ConsumerContext: ClientContext {
             let list = change.partitions.pointer
             switch change.err {
             case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
-                logger.info("kafka consumer assigned \(tps)")
+                // Debug: the application logs assignments (one line per event).
+                logger.debug("kafka consumer assigned \(tps)")
                 onRebalance?(.assigned(tps))
                 if change.cooperative {
                     if let error = rd_kafka_incremental_assign(rk, list) {
@@ -413,7 +418,7 @@ final class ConsumerContext: ClientContext {
                     if err != RD_KAFKA_RESP_ERR_NO_ERROR { report(KafkaError(err, "assign \(tps)")) }
                 }
             case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
-                logger.info("kafka consumer \(change.lost ? "lost" : "revoked") \(tps)")
+                logger.debug("kafka consumer \(change.lost ? "lost" : "revoked") \(tps)")
                 onRebalance?(change.lost ? .lost(tps) : .revoked(tps))
                 revocations += 1
                 if change.cooperative {

@@ -15,6 +15,8 @@ public struct KafkaMessage {
     public var timestamp: Int64?
     /// Key bytes; empty if the message has no key.
     public var key: UnsafeRawBufferPointer
+    /// Whether the message has a key (a null key and an empty key both give an empty `key`).
+    public var hasKey: Bool
     /// Value bytes; empty if the message has no value (tombstone).
     public var value: UnsafeRawBufferPointer
 
@@ -34,6 +36,7 @@ public struct KafkaMessage {
         let ts = rd_kafka_message_timestamp(raw, &type)
         timestamp = type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? nil : ts
         key = UnsafeRawBufferPointer(start: m.key, count: m.key != nil ? m.key_len : 0)
+        hasKey = m.key != nil
         value = UnsafeRawBufferPointer(start: m.payload, count: m.payload != nil ? m.len : 0)
     }
 
