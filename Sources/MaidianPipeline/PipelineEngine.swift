@@ -34,10 +34,16 @@ public final class PipelineEngine {
     /// Stages then outputs, in pipeline order.
     public let stages: [any Stage]
     public let stageNames: [String]
-    public private(set) var counts: [StageCounts]
-    public private(set) var decodeCounts = DecodeCounts()
-    public let counters: [(stage: String, counter: StageCounter)]
+    /// The counts below as atomics, readable from other threads (metrics).
+    public let live: EngineCounters
+    /// What each stage did so far, in pipeline order.
+    public var counts: [StageCounts] { live.stages.map(\.counts) }
+    /// What decoding did so far.
+    public var decodeCounts: DecodeCounts { live.decodeCounts }
+    public var counters: [(stage: String, counter: StageCounter)] { live.stageCounters }
     let logger: Logger
+    /// Per-reason tallies of one batch (reused), added to `live` once per batch.
+    private var reasonTally = [Int](repeating: 0, count: DeadLetterReason.allCases.count)
 
     /// Builds every stage of the spec. Errors carry the stage's YAML location.
     public init(spec: PipelineSpec, registry: StageRegistry, logger: Logger) throws {
@@ -75,35 +81,47 @@ public final class PipelineEngine {
         if !errors.isEmpty { throw PipelineErrors(errors) }
         self.stages = stages
         self.stageNames = names
-        self.counters = counters
-        self.counts = Array(repeating: StageCounts(), count: stages.count)
+        self.live = EngineCounters(kinds: names, stageCounters: counters)
     }
 
     /// Decodes the batch's records and runs every stage and output over it.
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let firstNew = batch.events.count
         decoder.decodeAll(&batch)
-        decodeCounts.records += batch.records.count
-        for r in batch.records where r.status == .failed {
-            decodeCounts.failedRecords[Int(r.reason.rawValue)] += 1
+        live.records.add(batch.records.count)
+        var bytes = 0
+        for r in batch.records {
+            if r.status == .failed { reasonTally[Int(r.reason.rawValue)] += 1 }
+            if r.json.isPresent { bytes += r.json.count }
         }
-        decodeCounts.events += batch.events.count - firstNew
-        for r in batch.records where r.json.isPresent { decodeCounts.bytes += r.json.count }
+        addTally(to: live.failedRecords)
+        live.events.add(batch.events.count - firstNew)
+        live.bytes.add(bytes)
 
-        var (live, dropped, failed) = statusCounts(batch)
+        var (alive, dropped, failed) = statusCounts(batch)
         for (i, stage) in stages.enumerated() {
             try stage.process(&batch, output: &output)
             let (l, d, f) = statusCounts(batch)
-            counts[i].received += live
-            counts[i].emitted += l
-            counts[i].dropped += d - dropped
-            counts[i].failed += f - failed
-            live = l; dropped = d; failed = f
+            let c = live.stages[i]
+            c.received.add(alive)
+            c.emitted.add(l)
+            c.dropped.add(d - dropped)
+            c.failed.add(f - failed)
+            alive = l; dropped = d; failed = f
         }
-        batch.events.withUnsafeBufferPointer { evs in
-            for e in evs where e.status == .failed {
-                decodeCounts.failedEvents[Int(e.reason.rawValue)] += 1
+        if failed > 0 {
+            batch.events.withUnsafeBufferPointer { evs in
+                for e in evs where e.status == .failed { reasonTally[Int(e.reason.rawValue)] += 1 }
             }
+            addTally(to: live.failedEvents)
+        }
+    }
+
+    /// Adds the batch's per-reason tallies to `counters` and clears them.
+    private func addTally(to counters: [StageCounter]) {
+        for i in reasonTally.indices where reasonTally[i] != 0 {
+            counters[i].add(reasonTally[i])
+            reasonTally[i] = 0
         }
     }
 

@@ -16,6 +16,9 @@ public struct PipelineSpec: Sendable {
     public var outputs: [StageSpec]
     /// Extra librdkafka producer properties.
     public var producerKafka: [String: String]
+    /// `metrics:`: where `maidian run` serves Prometheus metrics and health checks; nil when the file has
+    /// no such section.
+    public var metrics: MetricsSpec?
 
     /// Reads and checks the structure of a pipeline file (stage configs are checked when the engine is built).
     public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PipelineSpec {
@@ -53,7 +56,7 @@ public struct PipelineSpec: Sendable {
         return PipelineSpec(
             name: top.name ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension,
             file: file, baseDirectory: dir, source: top.source ?? SourceSpec(), stages: stages, outputs: outputs,
-            producerKafka: top.producer?.kafka ?? [:])
+            producerKafka: top.producer?.kafka ?? [:], metrics: top.metrics)
     }
 
     /// The output topics the pipeline writes (each output stage's `topic:`), for creating them on an
@@ -134,4 +137,34 @@ struct PipelineFile: Decodable {
     var stages: [ConfigNode]?
     var outputs: [ConfigNode]?
     var producer: ProducerSpec?
+    var metrics: MetricsSpec?
+}
+
+/// `metrics:`: the HTTP endpoint of a worker (`/metrics` in Prometheus text format, `/health/live`,
+/// `/health/ready`).
+public struct MetricsSpec: Decodable, Sendable {
+    /// TCP port; 0 picks a free one (the log says which).
+    public var port: Int
+    /// Address to listen on.
+    public var host: String = "0.0.0.0"
+    /// How often librdkafka reports statistics (consumer lag); `statistics.interval.ms` in `source.kafka` wins.
+    public var statisticsInterval: ConfigDuration = .milliseconds(5000)
+
+    enum CodingKeys: String, CodingKey {
+        case port, host
+        case statisticsInterval = "statistics_interval"
+    }
+
+    public init(port: Int, host: String = "0.0.0.0") {
+        self.port = port
+        self.host = host
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        port = try c.decode(Int.self, forKey: .port)
+        host = try c.decodeIfPresent(String.self, forKey: .host) ?? host
+        statisticsInterval = try c.decodeIfPresent(ConfigDuration.self, forKey: .statisticsInterval) ?? statisticsInterval
+        if !(0...65535).contains(port) { throw PipelineError(code: .badValue, message: "metrics.port must be in 0...65535") }
+    }
 }

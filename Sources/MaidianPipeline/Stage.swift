@@ -38,16 +38,24 @@ extension Stage {
     public func finish(output: inout OutputBuffer) throws {}
 }
 
-/// A counter a stage owns and the engine reports (for example `duplicates`).
+/// A counter a stage owns and the engine reports (for example `duplicates`), or a gauge (a level such as a
+/// rule-set version) when registered with `StageContext.gauge(_:)`.
 /// The worker thread adds; metrics may read from another thread, hence a relaxed atomic (an uncontended
 /// `lock xadd`: negligible next to the work counted).
 public final class StageCounter: Sendable {
     private let storage = Atomic<Int>(0)
     public let name: String
-    public init(name: String) { self.name = name }
+    /// A gauge goes up and down (`set`); a counter only grows. Metrics export them as such.
+    public let isGauge: Bool
+    public init(name: String, isGauge: Bool = false) {
+        self.name = name
+        self.isGauge = isGauge
+    }
     /// The current count.
     public var value: Int { storage.load(ordering: .relaxed) }
     @inline(__always) public func add(_ n: Int = 1) { storage.wrappingAdd(n, ordering: .relaxed) }
+    /// Sets the level of a gauge.
+    @inline(__always) public func set(_ n: Int) { storage.store(n, ordering: .relaxed) }
 }
 
 /// What a stage gets when it is built.
@@ -67,9 +75,17 @@ public final class StageContext {
         self.position = position
     }
 
-    /// Registers a named counter (reported as `<kind>.<name>`).
+    /// Registers a named counter (reported as `<kind>.<name>`; metrics: `maidian_stage_counter_total`).
     public func counter(_ name: String) -> StageCounter {
         let c = StageCounter(name: name)
+        counters.append(c)
+        return c
+    }
+
+    /// Registers a named gauge, a level the stage `set`s (e.g. the loaded rule-set version; metrics:
+    /// `maidian_stage_gauge`).
+    public func gauge(_ name: String) -> StageCounter {
+        let c = StageCounter(name: name, isGauge: true)
         counters.append(c)
         return c
     }

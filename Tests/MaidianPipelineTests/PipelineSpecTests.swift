@@ -130,6 +130,22 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(errors("stages:\n  - kind: validate\n"), [])
     }
 
+    func testMetricsSection() throws {
+        XCTAssertNil(try PipelineSpec.parse(yaml: "name: t\n", file: "t.yaml").metrics, "no section, no endpoint")
+        let m = try XCTUnwrap(try PipelineSpec.parse(yaml: "metrics:\n  port: ${PORT:-9464}\n", file: "t.yaml").metrics)
+        XCTAssertEqual(m.port, 9464)
+        XCTAssertEqual(m.host, "0.0.0.0")
+        XCTAssertEqual(m.statisticsInterval, .seconds(5))
+        let set = try XCTUnwrap(try PipelineSpec.parse(
+            yaml: "metrics: {port: 0, host: 127.0.0.1, statistics_interval: 1s}\n", file: "t.yaml").metrics)
+        XCTAssertEqual(set.port, 0)
+        XCTAssertEqual(set.host, "127.0.0.1")
+        XCTAssertEqual(set.statisticsInterval, .seconds(1))
+        XCTAssertEqual(errors("metrics:\n  port: 9464\n  hots: x\n"), ["t.yaml:3:3: unknown key 'hots' (did you mean 'host'?)"])
+        XCTAssertEqual(errors("metrics:\n  host: x\n").count, 1, "port is required")
+        XCTAssertEqual(errors("metrics:\n  port: 70000\n"), ["t.yaml:2:3: metrics.port must be in 0...65535"])
+    }
+
     // MARK: - Errors, each with its exact location
 
     func testUnknownTopLevelKey() {
@@ -246,7 +262,7 @@ final class PipelineSpecTests: XCTestCase {
             """
         XCTAssertEqual(errors(structure), [
             "t.yaml:4:3: unknown key 'grop' (did you mean 'group'?)",
-            "t.yaml:5:1: unknown key 'sinks' (valid keys: name, source, stages, outputs, producer)",
+            "t.yaml:5:1: unknown key 'sinks' (valid keys: name, source, stages, outputs, producer, metrics)",
         ])
         XCTAssertThrowsError(try PipelineSpec.parse(yaml: structure, file: "t.yaml")) { error in
             XCTAssertTrue(error is PipelineErrors, "\(type(of: error))")

@@ -1,0 +1,69 @@
+import MaidianEvents
+
+/// A pipeline engine's counts as relaxed atomics: the worker thread adds once per batch and stage, and
+/// anyone (a metrics endpoint) reads them from any thread without stopping the worker.
+public final class EngineCounters: Sendable {
+    /// The four counts of one stage (or output), in pipeline order.
+    public struct Stage: Sendable {
+        /// The stage's `kind`.
+        public let kind: String
+        /// Its index in the pipeline (transform stages, then outputs).
+        public let position: Int
+        public let received: StageCounter
+        public let emitted: StageCounter
+        public let dropped: StageCounter
+        public let failed: StageCounter
+
+        init(kind: String, position: Int) {
+            self.kind = kind
+            self.position = position
+            received = StageCounter(name: "received")
+            emitted = StageCounter(name: "emitted")
+            dropped = StageCounter(name: "dropped")
+            failed = StageCounter(name: "failed")
+        }
+
+        /// A snapshot.
+        public var counts: StageCounts {
+            var c = StageCounts()
+            c.received = received.value
+            c.emitted = emitted.value
+            c.dropped = dropped.value
+            c.failed = failed.value
+            return c
+        }
+    }
+
+    /// Per stage, in pipeline order.
+    public let stages: [Stage]
+    /// Records decoded.
+    public let records = StageCounter(name: "records")
+    /// Events found in them.
+    public let events = StageCounter(name: "events")
+    /// Decoded JSON bytes.
+    public let bytes = StageCounter(name: "bytes")
+    /// Rejected records by reason, indexed by `DeadLetterReason.rawValue`.
+    public let failedRecords: [StageCounter]
+    /// Rejected events by reason (whichever stage rejected them), indexed by `DeadLetterReason.rawValue`.
+    public let failedEvents: [StageCounter]
+    /// The counters the stages registered, with the registering stage's kind.
+    public let stageCounters: [(stage: String, counter: StageCounter)]
+
+    init(kinds: [String], stageCounters: [(stage: String, counter: StageCounter)]) {
+        stages = kinds.enumerated().map { Stage(kind: $0.element, position: $0.offset) }
+        failedRecords = DeadLetterReason.allCases.map { StageCounter(name: "\($0)") }
+        failedEvents = DeadLetterReason.allCases.map { StageCounter(name: "\($0)") }
+        self.stageCounters = stageCounters
+    }
+
+    /// A snapshot of the decoding counts.
+    public var decodeCounts: DecodeCounts {
+        var d = DecodeCounts()
+        d.records = records.value
+        d.events = events.value
+        d.bytes = bytes.value
+        d.failedRecords = failedRecords.map(\.value)
+        d.failedEvents = failedEvents.map(\.value)
+        return d
+    }
+}
