@@ -15,9 +15,14 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),  // LogEvent (JSON log lines)
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Serves /metrics and /health; default traits off (no swift-configuration support needed).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.81.0"),
     ],
     targets: [
         // C libraries stay at the edge: one system-library target each, one Swift importer each.
@@ -63,6 +68,10 @@ let package = Package(
                 "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // The commands, as a library a team's own executable reuses with extra stages.
@@ -73,6 +82,8 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .executableTarget(
@@ -87,7 +98,11 @@ let package = Package(
         .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents"]),
         .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
-        .testTarget(name: "MaidianRuntimeTests", dependencies: ["MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka"]),
+        .testTarget(name: "MaidianRuntimeTests", dependencies: [
+            "MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka",
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
         .testTarget(name: "MaidianIntegrationTests", dependencies: ["MaidianKafka", "MaidianRuntime", "MaidianRecording"]),
     ],
     swiftLanguageModes: [.v6]

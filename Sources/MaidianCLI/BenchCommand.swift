@@ -21,15 +21,7 @@ struct BenchCommand: ParsableCommand {
 
     func run() throws {
         let logger = global.makeLogger("maidian.bench")
-        let spec: PipelineSpec
-        let engine: PipelineEngine
-        do {
-            spec = try PipelineSpec.load(path: pipeline)
-            engine = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
-        } catch {
-            reportPipelineError(error)
-            throw ExitCode(1)
-        }
+        let (spec, engine) = try loadPipeline(pipeline, logger: logger)
         let loadStart = ContinuousClock.now
         let records = Bench.prepare(try Recording.read(path: recording), partitions: Int32(partitions))
         logger.info("loaded \(records.count) records in \(ContinuousClock.now - loadStart)")

@@ -11,14 +11,8 @@ struct CheckCommand: ParsableCommand {
 
     func run() throws {
         let logger = global.makeLogger("maidian.check")
-        do {
-            let spec = try PipelineSpec.load(path: pipeline)
-            let engine = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
-            print("\(pipeline): ok (\(engine.stageNames.joined(separator: " → ")))")
-        } catch {
-            reportPipelineError(error)
-            throw ExitCode(1)
-        }
+        let (_, engine) = try loadPipeline(pipeline, logger: logger)
+        print("\(pipeline): ok (\(engine.stageNames.joined(separator: " → ")))")
     }
 }
 

@@ -54,8 +54,8 @@ struct MaidianCommand: AsyncParsableCommand {
         commandName: "maidian",
         abstract: "Stream processor for mobile-app analytics on Kafka.",
         subcommands: [
-            RunCommand.self, CheckCommand.self, BenchCommand.self, BrokerCommand.self, GenCommand.self,
-            ProduceCommand.self, PeekCommand.self, StagesCommand.self,
+            RunCommand.self, ReplayCommand.self, CheckCommand.self, BenchCommand.self, BrokerCommand.self, GenCommand.self,
+            ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self,
         ]
     )
 }
@@ -65,11 +65,14 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = ProcessInfo.processInfo.environment["MAIDIAN_LOG_LEVEL"] ?? "info"
 
+    @Option(name: .long, help: "Log format on standard error: text, or json (one object per line: time, level, label, message, metadata).")
+    var logFormat: LogFormat = LogFormat(rawValue: ProcessInfo.processInfo.environment["MAIDIAN_LOG_FORMAT"] ?? "") ?? .text
+
     /// A logger at `--log-level`. Logging is bootstrapped (once) only when the process started through
     /// ``MaidianCLI/main(registry:arguments:)``; libraries only take a Logger.
     func makeLogger(_ label: String) -> Logger {
         let level = Logger.Level(rawValue: logLevel.lowercased()) ?? .info
-        if CLISettings.bootstrapsLogging { LoggingBootstrap.once(level: level) }
+        if CLISettings.bootstrapsLogging { LoggingBootstrap.once(level: level, format: logFormat) }
         var logger = Logger(label: label)
         logger.logLevel = level
         return logger
@@ -79,14 +82,33 @@ struct GlobalOptions: ParsableArguments {
 enum LoggingBootstrap {
     // Called from the main task only, before any concurrency starts.
     nonisolated(unsafe) private static var done = false
-    static func once(level: Logger.Level) {
+    static func once(level: Logger.Level, format: LogFormat) {
         if done { return }
         done = true
         LoggingSystem.bootstrap { label in
-            var h = StreamLogHandler.standardError(label: label)
-            h.logLevel = level
-            return h
+            switch format {
+            case .text:
+                var h = StreamLogHandler.standardError(label: label)
+                h.logLevel = level
+                return h
+            case .json:
+                var h = JSONLogHandler(label: label)
+                h.logLevel = level
+                return h
+            }
         }
+    }
+}
+
+/// Reads a pipeline file and builds its engine, so configuration errors show before anything connects;
+/// on an error prints it (`reportPipelineError`) and exits 1.
+func loadPipeline(_ path: String, logger: Logger) throws -> (PipelineSpec, PipelineEngine) {
+    do {
+        let spec = try PipelineSpec.load(path: path)
+        return (spec, try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger))
+    } catch {
+        reportPipelineError(error)
+        throw ExitCode(1)
     }
 }
 

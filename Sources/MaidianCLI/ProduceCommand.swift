@@ -4,31 +4,73 @@ import Logging
 import MaidianKafka
 import MaidianRecording
 
-/// `maidian produce RECORDING --brokers B [--topic T]`: writes a recording into a topic with its keys,
+/// `maidian produce RECORDING --brokers B [--topic T] [--rate R]`: writes a recording into a topic with its keys,
 /// headers and timestamps.
 struct ProduceCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "produce", abstract: "Write a recording (SPEC section 6) into a topic.")
+    static let configuration = CommandConfiguration(
+        commandName: "produce",
+        abstract: "Write a recording (SPEC section 6) into a topic, with its keys, headers and timestamps.",
+        discussion: "Records go to partitions by key (murmur2, as the Java client). The file is streamed, not loaded whole.")
 
     @Argument(help: "Recording (.ndjson or .ndjson.zst).") var recording: String
     @Option(help: "Bootstrap servers.") var brokers: String = ProcessInfo.processInfo.environment["MAIDIAN_BROKERS"] ?? "localhost:9092"
     @Option(help: "Topic.") var topic: String = "events.raw"
+    @Option(help: "Most records per second (default: as fast as the brokers take them).") var rate: Double?
     @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        if let rate, !(rate > 0) { throw ValidationError("--rate must be positive") }
+    }
 
     func run() throws {
         let logger = global.makeLogger("maidian.produce")
-        let records = try Recording.read(path: recording)
         let producer = try KafkaProducer(config: ["bootstrap.servers": brokers], logger: logger)
         var failed: KafkaError?
         var delivered = 0
         producer.onDelivery = { _, error in
             if let error { failed = failed ?? error } else { delivered += 1 }
         }
-        for r in records {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let pacer = rate.map { Pacer(perSecond: $0, start: started) }
+        var produced = 0
+        try Recording.forEachRecord(path: recording) { r in
+            if let wait = pacer?.wait(before: produced, now: clock.now) {
+                // Serve delivery reports while waiting for the next slot.
+                let until = clock.now + wait
+                while clock.now < until { producer.poll(timeout: min(until - clock.now, .milliseconds(100))) }
+            }
             try producer.produce(topicName: topic, key: r.key ?? [], value: r.value, headers: r.headers, timestamp: r.timestamp, token: 1)
             producer.poll(timeout: .zero)
+            produced += 1
+            if let failed { throw failed }
         }
         try producer.flush(timeout: .seconds(120))
         if let failed { throw failed }
-        print("produced \(delivered) records to \(topic)")
+        let ms = (clock.now - started).milliseconds
+        let perSecond = ms > 0 ? delivered * 1000 / Int(ms) : delivered
+        print("produced \(delivered) records to \(topic) in \(GenCommand.seconds(ms)) s (\(perSecond) records/s)")
     }
+}
+
+/// Spaces records evenly at a rate: record `i` goes out no earlier than `start + i / rate`.
+struct Pacer {
+    let perSecond: Double
+    let start: ContinuousClock.Instant
+
+    init(perSecond: Double, start: ContinuousClock.Instant) {
+        self.perSecond = perSecond
+        self.start = start
+    }
+
+    /// How long to wait before sending record `index` (0-based); nil when it is due.
+    func wait(before index: Int, now: ContinuousClock.Instant) -> Duration? {
+        let due = start + .seconds(Double(index) / perSecond)
+        return due > now ? due - now : nil
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds.
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
 }

@@ -6,26 +6,20 @@ import MaidianPipeline
 import MaidianRuntime
 import ServiceLifecycle
 
-/// `maidian run PIPELINE.yaml [--until-end]`: a consumer-group worker.
+/// `maidian run PIPELINE.yaml [--until-end] [--metrics-port N]`: a consumer-group worker.
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "run", abstract: "Run a pipeline as a Kafka consumer-group worker.")
 
     @Argument(help: "The pipeline YAML file.") var pipeline: String
     @Flag(help: "Stop once every held partition reached the end offsets that existed at start; write out all state, commit, exit 0.")
     var untilEnd = false
+    @Option(help: "Serve Prometheus /metrics and /health/live, /health/ready on this port (wins over the pipeline's metrics.port; 0: any free port).")
+    var metricsPort: Int?
     @OptionGroup var global: GlobalOptions
 
     func run() async throws {
         let logger = global.makeLogger("maidian")
-        let spec: PipelineSpec
-        do {
-            spec = try PipelineSpec.load(path: pipeline)
-            // Build once up front so configuration errors show before anything connects.
-            _ = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
-        } catch {
-            reportPipelineError(error)
-            throw ExitCode(1)
-        }
+        let (spec, _) = try loadPipeline(pipeline, logger: logger)
         var broker: EmbeddedBroker?
         var bootstrap = spec.source.brokers
         if bootstrap == "embedded" {
@@ -39,18 +33,7 @@ struct RunCommand: AsyncParsableCommand {
         var options = WorkerOptions()
         options.untilEnd = untilEnd
         options.maxBatch = spec.source.maxBatch
-        let worker = Worker(spec: spec, registry: stageRegistry, bootstrap: bootstrap, options: options, logger: logger)
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: WorkerService(worker: worker), successTerminationBehavior: .gracefullyShutdownGroup,
-                             failureTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
-        do {
-            try await group.run()
-        } catch {
-            logger.critical("worker failed: \(error)")
-            throw ExitCode(2)
-        }
+        try await WorkerLauncher(spec: spec, bootstrap: bootstrap, options: options, metricsPort: metricsPort, logger: logger).run()
         withExtendedLifetime(broker) {}
     }
 }

@@ -40,6 +40,13 @@ public struct WorkerOptions: Sendable {
     public var pollTimeout: Duration = .milliseconds(100)
     /// How long the final flush may take before the worker gives up (and does not commit).
     public var flushTimeout: Duration = .seconds(60)
+    /// Where the worker reports its phase, partitions and commits (health checks, metrics); nil: nowhere.
+    public var status: WorkerStatus?
+    /// Replay: per partition, the offset to stop at (records from it on are skipped); with `untilEnd` these
+    /// are the end offsets. See `ReplayPlan`.
+    public var stopOffsets: [Int32: Int64]?
+    /// Appended to every output topic's name (a replay writes to separate topics).
+    public var outputTopicSuffix = ""
     public init() {}
 }
 
@@ -67,10 +74,15 @@ public final class Worker: Sendable {
     }
 
     /// Asks the worker to stop: it finishes the batch in hand, delivers, commits and leaves the group.
-    public func requestStop() { stopFlag.store(true, ordering: .relaxed) }
+    public func requestStop() {
+        options.status?.stopping()
+        stopFlag.store(true, ordering: .relaxed)
+    }
 
     /// Runs until stopped or (with `untilEnd`) done. Blocks: call on a dedicated thread.
     public func run() throws {
+        options.status?.workerStarted()
+        defer { options.status?.workerStopped() }
         let state = try State(spec: spec, registry: registry, bootstrap: bootstrap, options: options, logger: logger)
         try state.run(stop: { self.stopFlag.load(ordering: .relaxed) })
     }
@@ -143,6 +155,7 @@ private final class State {
         var producerConfig: [String: String] = ["bootstrap.servers": bootstrap]
         for (k, v) in spec.producerKafka { producerConfig[k] = v }
         self.producer = try KafkaProducer(config: producerConfig, logger: logger)
+        options.status?.attach(counters: engine.live, statistics: consumer.statistics, topic: sourceTopic)
     }
 
     func run(stop: () -> Bool) throws {
@@ -158,6 +171,7 @@ private final class State {
             for p in 0..<Int32(n) {
                 endOffsets[p] = try consumer.watermarks(TopicPartition(topic: sourceTopic, partition: p), timeout: .seconds(30)).high
             }
+            if let stops = options.stopOffsets { endOffsets = stops }
             logger.info("bounded run: end offsets \(endOffsets.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: " "))")
         }
         try consumer.subscribe([sourceTopic])
@@ -165,9 +179,11 @@ private final class State {
 
         let topicIndex = batch.topicIndex(sourceTopic)
         while !stop() {
+            options.status?.turn()
             batch.reset()
             output.reset()
             _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
+                if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { reachedEnd.insert(msg.partition); return }
                 batch.appendRecord(
                     topic: topicIndex, partition: msg.partition, offset: msg.offset, timestamp: msg.timestamp ?? 0,
                     key: msg.key.count > 0 ? msg.key : nil, value: msg.value,
@@ -209,6 +225,7 @@ private final class State {
                 if commitDelivered(final: true) { break }
             }
         }
+        options.status?.stopping()
         try drain()
         if !commitDelivered(final: true) {
             logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }): their records will be read again")
@@ -243,7 +260,7 @@ private final class State {
 
     func producerTopic(_ index: Int32) throws -> ProducerTopic {
         if let t = producerTopics[index] { return t }
-        let t = try producer.topic(output.topics[Int(index)])
+        let t = try producer.topic(output.topics[Int(index)] + options.outputTopicSuffix)
         producerTopics[index] = t
         return t
     }
@@ -286,6 +303,7 @@ private final class State {
         let offsets = Dictionary(uniqueKeysWithValues: uncommitted.map { (TopicPartition(topic: sourceTopic, partition: $0.key), $0.value) })
         do {
             try consumer.commitSync(offsets: offsets)
+            options.status?.committed()
             for (tp, next) in offsets where uncommitted[tp.partition] == next { uncommitted[tp.partition] = nil }
             return uncommitted.isEmpty
         } catch let e as KafkaError where e.isRebalanceError {
@@ -309,6 +327,7 @@ private final class State {
                 assigned.insert(tp.partition)
                 if let end = endOffsets[tp.partition], end == 0 { reachedEnd.insert(tp.partition) }
             }
+            options.status?.assignmentChanged(assigned, assigned: true)
             logger.info("assigned partitions \(tps.map { $0.partition }.sorted())")
         case .revoked(let tps):
             logger.info("revoked partitions \(tps.map { $0.partition }.sorted())")
@@ -332,6 +351,7 @@ private final class State {
     private func forget(_ tps: [TopicPartition]) {
         let ps = tps.filter { $0.topic == sourceTopic }.map(\.partition)
         for p in ps { assigned.remove(p) }
+        options.status?.assignmentChanged(assigned, assigned: false)
         engine.partitionsRevoked(ps)
     }
 }

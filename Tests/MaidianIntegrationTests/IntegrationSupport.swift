@@ -10,6 +10,18 @@ enum Integration {
     /// `../shared` next to the repository (CI puts it there).
     static let shared: URL = root.deletingLastPathComponent().appendingPathComponent("shared")
 
+    /// A file under `../shared`; throws (failing the test) when it is missing.
+    static func sharedFile(_ path: String) throws -> URL {
+        let url = shared.appendingPathComponent(path)
+        guard FileManager.default.fileExists(atPath: url.path) else { throw MissingFile(path: url.path) }
+        return url
+    }
+
+    struct MissingFile: Error, CustomStringConvertible {
+        let path: String
+        var description: String { "missing \(path): the test needs ../shared next to the repository" }
+    }
+
     /// The `maidian` executable: `$MAIDIAN_BIN`, else next to the test bundle.
     static var binary: URL {
         if let p = ProcessInfo.processInfo.environment["MAIDIAN_BIN"] { return URL(fileURLWithPath: p) }

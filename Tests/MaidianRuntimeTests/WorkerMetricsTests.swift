@@ -1,0 +1,123 @@
+import Logging
+import MaidianEvents
+import MaidianKafka
+import MaidianPipeline
+import MaidianRuntime
+import MaidianStages
+import Prometheus
+import XCTest
+
+/// A stage of a later issue, as far as metrics see it: a counter and a gauge (a rule-set version) registered
+/// through `StageContext`, nothing else.
+private final class VersionedStage: Stage {
+    struct Config: Decodable, Sendable {}
+    static let kind = "versioned"
+    static let summary = "registers a counter and a gauge"
+    let reloads: StageCounter
+    let version: StageCounter
+
+    init(config: Config, context: StageContext) throws {
+        reloads = context.counter("reloads")
+        version = context.gauge("rules_version")
+        version.set(7)
+    }
+
+    func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {}
+}
+
+/// `WorkerMetrics` without Kafka: the engine's counts and every stage counter become Prometheus series
+/// without metrics code for the stage; counters advance by deltas, gauges follow their level.
+final class WorkerMetricsTests: XCTestCase {
+    func testEveryStageCounterIsExportedAndMoves() throws {
+        var registry = StageRegistry(BuiltinStages.all)
+        registry.register(VersionedStage.self)
+        let spec = try PipelineSpec.parse(yaml: """
+            stages:
+              - kind: validate
+              - kind: versioned
+              - kind: validate
+            """, file: "metrics.yaml")
+        let engine = try PipelineEngine(spec: spec, registry: registry, logger: Logger(label: "test"))
+        let status = WorkerStatus()
+        status.attach(counters: engine.live, statistics: KafkaStatisticsSource(), topic: "events.raw")
+        let prometheus = PrometheusCollectorRegistry()
+        let metrics = WorkerMetrics(status: status, factory: PrometheusMetricsFactory(registry: prometheus), logger: Logger(label: "test"))
+
+        func scrape() -> [String: String] {
+            metrics.update()
+            var out: [String: String] = [:]
+            for line in prometheus.emitToString().split(separator: "\n") {
+                if line.hasPrefix("# TYPE ") {
+                    let p = line.split(separator: " ")
+                    out["type " + p[2]] = String(p[3])
+                } else if let space = line.lastIndex(of: " ") {
+                    out[String(line[..<space])] = String(line[line.index(after: space)...])
+                }
+            }
+            return out
+        }
+
+        var m = scrape()
+        XCTAssertEqual(m[#"maidian_stage_gauge{stage="versioned",name="rules_version"}"#], "7.0")
+        XCTAssertEqual(m["type maidian_stage_gauge"], "gauge")
+        XCTAssertEqual(m[#"maidian_stage_counter_total{stage="versioned",name="reloads"}"#], "0")
+        XCTAssertEqual(m["type maidian_stage_counter_total"], "counter")
+        XCTAssertEqual(m[#"maidian_stage_received_total{stage="validate#0"}"#], "0", "a repeated kind is told apart by position")
+        XCTAssertEqual(m[#"maidian_stage_received_total{stage="validate#2"}"#], "0")
+        XCTAssertEqual(m[#"maidian_stage_received_total{stage="versioned"}"#], "0")
+        XCTAssertEqual(m["maidian_worker_ready"], "0.0")
+        XCTAssertEqual(m["maidian_worker_live"], "0.0", "the worker thread has not started")
+        for reason in DeadLetterReason.allCases where reason != .none {
+            XCTAssertNotNil(m[#"maidian_dead_letters_total{reason="\#(reason)",level="\#(reason.isRecordLevel ? "record" : "event")"}"#], "\(reason)")
+        }
+
+        // One record: two good events, one without distinct_id; one bad record.
+        var batch = EventBatch()
+        var output = OutputBuffer()
+        let good = #"{"type":"track","event":"$AppClick","time":1763700000000,"distinct_id":"u1","_track_id":1,"properties":{}}"#
+        let bad = #"{"type":"track","event":"$AppClick","time":1763700000000,"properties":{}}"#
+        append("[\(good),\(good.replacingOccurrences(of: "\"_track_id\":1", with: "\"_track_id\":2")),\(bad)]", to: &batch)
+        append("not json", to: &batch)
+        try engine.process(&batch, output: &output)
+        let versioned = try XCTUnwrap(engine.counters.first { $0.stage == "versioned" && $0.counter.name == "reloads" }?.counter)
+        versioned.add(2)
+        let version = try XCTUnwrap(engine.counters.first { $0.counter.name == "rules_version" }?.counter)
+        version.set(3)
+        status.workerStarted()
+        status.assignmentChanged([0, 1, 2], assigned: true)
+        status.committed()
+
+        m = scrape()
+        XCTAssertEqual(m["maidian_records_total"], "2")
+        XCTAssertEqual(m["maidian_events_total"], "3")
+        XCTAssertEqual(m[#"maidian_stage_received_total{stage="validate#0"}"#], "3")
+        XCTAssertEqual(m[#"maidian_stage_failed_total{stage="validate#0"}"#], "1")
+        XCTAssertEqual(m[#"maidian_stage_received_total{stage="validate#2"}"#], "2")
+        XCTAssertEqual(m[#"maidian_dead_letters_total{reason="bad_distinct_id",level="event"}"#], "1")
+        XCTAssertEqual(m[#"maidian_dead_letters_total{reason="bad_encoding",level="record"}"#], "1")
+        XCTAssertEqual(m[#"maidian_stage_counter_total{stage="versioned",name="reloads"}"#], "2")
+        XCTAssertEqual(m[#"maidian_stage_gauge{stage="versioned",name="rules_version"}"#], "3.0", "a gauge goes down too")
+        XCTAssertEqual(m["maidian_partitions_assigned"], "3.0")
+        XCTAssertEqual(m["maidian_commits_total"], "1")
+        XCTAssertEqual(m["maidian_worker_ready"], "1.0")
+        XCTAssertEqual(m["maidian_worker_live"], "1.0")
+
+        versioned.add(5)
+        status.stopping()
+        m = scrape()
+        XCTAssertEqual(m[#"maidian_stage_counter_total{stage="versioned",name="reloads"}"#], "7", "counters advance by what changed")
+        XCTAssertEqual(m["maidian_records_total"], "2", "no double counting between scrapes")
+        XCTAssertEqual(m["maidian_worker_ready"], "0.0", "not ready once shutdown started")
+    }
+
+    private func append(_ json: String, to batch: inout EventBatch) {
+        let topic = batch.topicIndex("events.raw")
+        Array(json.utf8).withUnsafeBytes { value in
+            Array("install-1".utf8).withUnsafeBytes { key in
+                batch.appendRecord(
+                    topic: topic, partition: 0, offset: Int64(batch.records.count), timestamp: 0, key: key, value: value,
+                    ip: nil, receivedAt: nil, ua: nil, project: nil)
+            }
+        }
+    }
+}
