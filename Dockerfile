@@ -1,7 +1,9 @@
-# Maidian worker image (first version). Multi-stage: build with the Swift toolchain on Debian 12, run on
-# a slim Debian 12 with only the shared C libraries Maidian links (librdkafka, zstd, libmaxminddb).
+# Maidian worker image. Multi-stage: build with the Swift toolchain on Debian 12, run on a slim Debian 12
+# with only the shared C libraries Maidian links (librdkafka, zstd, libmaxminddb).
 #   docker build -t maidian:local .
 #   docker run --rm maidian:local stages
+#   docker run --rm -p 9464:9464 -e MAIDIAN_BROKERS=host:9092 maidian:local run pipelines/app-analytics.yaml --metrics-port 9464
+# (Written and checked without a Docker engine: `docker-compose config` validates docker-compose.yml only.)
 ARG SWIFT_VERSION=6.3
 
 # ---- build ----
@@ -30,10 +32,13 @@ RUN export DEBIAN_FRONTEND=noninteractive \
 COPY --from=build /out/maidian /usr/local/bin/maidian
 WORKDIR /app
 COPY pipelines ./pipelines
-# The small test geo database app-analytics.yaml falls back to; mount a GeoLite2-City.mmdb and set MAIDIAN_GEO_DB for real use.
-COPY data/test-city.mmdb ./data/test-city.mmdb
+# What app-analytics.yaml falls back to: the small test geo database (mount a GeoLite2-City.mmdb and set
+# MAIDIAN_GEO_DB for real use) and the sample rules (set MAIDIAN_RULES to your own).
+COPY data/test-city.mmdb data/rules-sample.yaml ./data/
 USER maidian
+# Prometheus /metrics and /health/live, /health/ready when run with --metrics-port 9464 (or `metrics:` in the pipeline).
+EXPOSE 9464
 # SIGTERM stops a worker gracefully: it finishes the batch in hand, delivers, commits, leaves the group.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["maidian"]
-CMD ["run", "pipelines/app-analytics.yaml"]
+CMD ["run", "pipelines/app-analytics.yaml", "--metrics-port", "9464"]
