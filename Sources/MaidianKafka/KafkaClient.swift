@@ -126,15 +126,18 @@ final class KafkaClientHandle {
 private func clientLogCallback(_ rk: OpaquePointer?, _ level: Int32, _ facility: UnsafePointer<CChar>?, _ line: UnsafePointer<CChar>?) {
     guard let rk, let opaque = rd_kafka_opaque(rk), let line else { return }
     let context = Unmanaged<ClientContext>.fromOpaque(opaque).takeUnretainedValue()
-    let swiftLevel: Logger.Level
+    let facilityName = facility.map { String(cString: $0) } ?? "-"
+    var swiftLevel: Logger.Level
     switch level {  // syslog levels
     case ...3: swiftLevel = .error
     case 4: swiftLevel = .warning
     default: swiftLevel = .debug
     }
+    // Connection failures (facility FAIL) also reach the error callback, which logs them: one line per fault.
+    if facilityName == "FAIL" { swiftLevel = .debug }
     context.logger.log(
         level: swiftLevel,
-        "rdkafka \(facility.map { String(cString: $0) } ?? "-"): \(String(cString: line))",
+        "rdkafka \(facilityName): \(String(cString: line))",
         metadata: ["kafka.client": "\(String(cString: rd_kafka_name(rk)))"]
     )
 }
