@@ -92,7 +92,14 @@ public struct ReplayPlan: Sendable {
                 toCommit[tp] = min(start, stop)
             }
         }
-        try consumer.commitSync(offsets: toCommit, timeout: timeout)
+        do {
+            try consumer.commitSync(offsets: toCommit, timeout: timeout)
+        } catch let e as KafkaError where e.isRebalanceError {
+            // Kafka takes offsets from outside a group only while it has no members (librdkafka's mock
+            // cluster: only for a group it has never seen).
+            throw KafkaError(.commit, "cannot set the start offsets of group '\(group)': it has members (a replay of it running?); "
+                                 + "wait for it or choose another --group", underlying: e)
+        }
         let plan = ReplayPlan(topic: topic, group: group, from: from, to: to, partitions: partitions)
         for p in partitions {
             let how = p.resumed ? "resumed from the group's committed offset" : "start found by \(p.startLookup?.rawValue ?? "?")"
