@@ -1,5 +1,3 @@
-import Foundation
-
 /// Progress of a replay as a person reads it: done/total, rate and ETA.
 public struct ReplayProgress: Sendable {
     public var done: Int64
