@@ -63,16 +63,7 @@ public final class MatchStage: Stage {
             if hits.isEmpty { continue }
             matchedCounter.add()
             addedNames.removeAll(keepingCapacity: true)
-            if found[14] < 0 {
-                let start = batch.scratch.count
-                JSONOut.appendRaw("\"$matched_rules\":[", to: &batch.scratch)
-                for n in hits.indices {
-                    if n > 0 { batch.scratch.append(0x2C) }
-                    matcher.appendID(of: hits[n], to: &batch.scratch)
-                }
-                batch.scratch.append(0x5D)
-                batch.linkAdded(event: i, Span(start, batch.scratch.count))
-            }
+            publishHits(&batch, i, ev)
             for h in hits {
                 guard let action = matcher.action(of: h) else { continue }
                 for (key, value) in action.userDefined {
@@ -97,6 +88,56 @@ public final class MatchStage: Stage {
                     batch.linkAdded(event: i, Span(start, batch.scratch.count))
                 }
             }
+        }
+    }
+
+    /// Per rule of the current matcher: its metric and, for `group_by_content` rules, the content item key.
+    private var ruleMetrics: [MatchMetric] = []
+    private var ruleGrouping: [[UInt8]?] = []
+    private var ruleInfoFor: RuleMatcher?
+
+    /// Writes `$matched_rules` (unless the client sent one) and records the hits in `batch.hits` for later
+    /// stages: ids point into the fragment, so they cost nothing extra.
+    private func publishHits(_ batch: inout EventBatch, _ i: Int, _ ev: Event) {
+        if ruleInfoFor !== matcher {
+            let n = matcher.rules.pages.count + matcher.rules.elements.count + matcher.rules.actions.count
+            ruleMetrics = (0..<n).map { matcher.metric(of: $0) }
+            ruleGrouping = (0..<n).map { matcher.groupingKey(of: $0).map { Array($0.utf8) } }
+            ruleInfoFor = matcher
+        }
+        let firstHit = batch.hits.count
+        let start = batch.scratch.count
+        JSONOut.appendRaw("\"$matched_rules\":[", to: &batch.scratch)
+        for n in hits.indices {
+            if n > 0 { batch.scratch.append(0x2C) }
+            let h = hits[n]
+            let idStart = batch.scratch.count
+            matcher.appendID(of: h, to: &batch.scratch)
+            var hit = MatchHit(id: Span(idStart, batch.scratch.count), metric: ruleMetrics[h])
+            if let key = ruleGrouping[h] { (hit.content, hit.contentInScratch) = Self.groupingContent(batch, key, found[8]) }
+            batch.hits.append(hit)
+        }
+        batch.scratch.append(0x5D)
+        if found[14] < 0 { batch.linkAdded(event: i, Span(start, batch.scratch.count)) }
+        batch.events[i].firstHit = Int32(firstHit)
+        batch.events[i].hitCount = Int32(hits.count)
+    }
+
+    /// The content a `group_by_content` hit counts under: the string content (key "") or the item `key` of a
+    /// composite content, as a JSON string span.
+    static func groupingContent(_ batch: borrowing EventBatch, _ key: [UInt8], _ k: Int) -> (Span, Bool) {
+        guard k >= 0 else { return (.absent, false) }
+        let p = batch.properties[k]
+        if key.isEmpty {
+            guard p.kind == .string else { return (.absent, false) }
+            return p.fix == .replace ? (p.replacement, true) : (p.value, false)
+        }
+        guard p.kind == .object, p.fix == .keep else { return (.absent, false) }
+        return batch.json.withUnsafeBytes { j in
+            let lo = Int(p.value.start)
+            let b = UnsafeRawBufferPointer(rebasing: j[lo..<Int(p.value.end)])
+            guard let m = MiniJSON.members(b).first(where: { $0.key == key }), b[m.value.lowerBound] == 0x22 else { return (.absent, false) }
+            return (Span(lo + m.value.lowerBound, lo + m.value.upperBound), false)
         }
     }
 
