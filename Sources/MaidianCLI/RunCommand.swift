@@ -18,10 +18,11 @@ struct RunCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger("maidian")
         let spec: PipelineSpec
+        let engine: PipelineEngine
         do {
             spec = try PipelineSpec.load(path: pipeline)
             // Build once up front so configuration errors show before anything connects.
-            _ = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+            engine = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
         } catch {
             reportPipelineError(error)
             throw ExitCode(1)
@@ -31,7 +32,10 @@ struct RunCommand: AsyncParsableCommand {
         if bootstrap == "embedded" {
             let b = try EmbeddedBroker(brokers: 1, logger: logger)
             try b.createTopic(spec.source.topic, partitions: spec.source.partitions)
-            for t in spec.outputTopics { try b.createTopic(t, partitions: spec.source.partitions) }
+            for t in Set(spec.outputTopics + engine.stages.flatMap(\.outputTopics)) { try b.createTopic(t, partitions: spec.source.partitions) }
+            if let r = engine.repartitioning {
+                try b.createTopic(r.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: spec.source.group), partitions: spec.source.partitions)
+            }
             bootstrap = b.bootstrapServers
             broker = b
             logger.notice("embedded broker at \(bootstrap): produce into '\(spec.source.topic)' to feed this worker")

@@ -239,6 +239,8 @@ public struct MatchHit: Sendable {
 public enum EventFlag {
     /// Older than its partition's watermark on arrival: enriched with `$late: true`, not counted or paired.
     public static let late: UInt32 = 1
+    /// The event's page is ignored (defaults plus the rules file's `ignore_pages`): never counted or paired.
+    public static let ignoredPage: UInt32 = 2
 }
 
 /// One input record of a batch (a Kafka record or a recording line).

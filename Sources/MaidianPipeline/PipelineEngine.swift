@@ -38,6 +38,12 @@ public final class PipelineEngine {
     public private(set) var decodeCounts = DecodeCounts()
     public let counters: [(stage: String, counter: StageCounter)]
     let logger: Logger
+    /// The largest `stateHorizon` of the stages: 0 when no stage keeps state across batches.
+    public let stateHorizon: Int64
+    /// Event-time clocks of the source partitions, for replay points.
+    private var clocks: [Int32: PartitionClock] = [:]
+    /// The stage that repartitions through an internal topic, if any.
+    public var repartitioning: (any Repartitioning)? { stages.lazy.compactMap { $0 as? any Repartitioning }.first }
 
     /// Builds every stage of the spec. Errors carry the stage's YAML location.
     public init(spec: PipelineSpec, registry: StageRegistry, logger: Logger) throws {
@@ -77,6 +83,7 @@ public final class PipelineEngine {
         self.stageNames = names
         self.counters = counters
         self.counts = Array(repeating: StageCounts(), count: stages.count)
+        self.stateHorizon = stages.map(\.stateHorizon).max() ?? 0
     }
 
     /// Decodes the batch's records and runs every stage and output over it.
@@ -105,10 +112,46 @@ public final class PipelineEngine {
                 decodeCounts.failedEvents[Int(e.reason.rawValue)] += 1
             }
         }
+        if stateHorizon > 0 { advanceClocks(batch) }
+    }
+
+    /// Per partition of the batch: the last record's offset and the newest live event time.
+    private func advanceClocks(_ batch: borrowing EventBatch) {
+        var last: [Int32: (Int64, Int64?)] = [:]
+        var first: [Int32: Int64] = [:]
+        for r in batch.records where r.status != .dropped {
+            if first[r.partition] == nil { first[r.partition] = r.offset }
+            var m = last[r.partition]?.1
+            if r.eventCount > 0 {
+                for e in Int(r.firstEvent)..<Int(r.firstEvent + r.eventCount) where batch.events[e].status == .live && batch.events[e].type.isTrack {
+                    let t = batch.events[e].time
+                    if m.map({ t > $0 }) ?? true { m = t }
+                }
+            }
+            last[r.partition] = (r.offset, m)
+        }
+        for (p, (offset, m)) in last {
+            if clocks[p] == nil { clocks[p] = PartitionClock(start: ReplayPoint(offset: first[p]!, maxEventTime: nil)) }
+            clocks[p]!.advance(lastOffset: offset, batchMax: m)
+        }
+    }
+
+    /// What to commit beside offset `next` of a source partition: where re-reading must start to rebuild
+    /// the stages' state. Nil when no stage keeps state or the partition was not read.
+    public func replayPoint(partition: Int32, next: Int64) -> ReplayPoint? {
+        guard stateHorizon > 0, clocks[partition] != nil else { return nil }
+        return clocks[partition]!.replayPoint(next: next, horizon: stateHorizon)
+    }
+
+    /// A source partition is about to be re-read from `point`: reset its clock and tell the stages.
+    public func restore(partition: Int32, from point: ReplayPoint) {
+        clocks[partition] = PartitionClock(start: point)
+        for s in stages { s.restore(partition: partition, maxEventTime: point.maxEventTime) }
     }
 
     /// Tells the stages that partitions went away.
     public func partitionsRevoked(_ partitions: [Int32]) {
+        for p in partitions { clocks[p] = nil }
         for s in stages { s.partitionsRevoked(partitions) }
     }
 

@@ -10,6 +10,7 @@ public enum BuiltinStages {
         StageFactory(LocationStage.self),
         StageFactory(DeviceStage.self),
         StageFactory(MatchStage.self),
+        StageFactory(WindowsStage.self),
         StageFactory(EnrichedOutput.self),
         StageFactory(DeadLetterOutput.self),
     ]

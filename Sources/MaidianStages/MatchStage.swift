@@ -51,9 +51,15 @@ public final class MatchStage: Stage {
             let ev = batch.events[i]
             guard ev.isLive, ev.type.isTrack, ev.eventName.isPresent else { continue }
             let role = Self.role(batch, ev.eventName)
-            if role == .other { continue }
+            if role == .other && !Self.isPageLeave(batch, ev.eventName) { continue }
             found.withUnsafeMutableBufferPointer { for k in $0.indices { $0[k] = -1 } }
             Self.findProperties(batch, ev, &found)
+            // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
+            if pageIgnored(batch) {
+                batch.events[i].flags |= EventFlag.ignoredPage
+                continue
+            }
+            if role == .other { continue }
             hits.removeAll(keepingCapacity: true)
             if Self.needsDecoding(batch, found, role) {
                 if !slowMatch(batch, ev, role) { continue }
@@ -89,6 +95,40 @@ public final class MatchStage: Stage {
                 }
             }
         }
+    }
+
+    private var ignoredPageBytes: [[UInt8]] = []
+    private var ignoredFor: RuleMatcher?
+
+    /// Whether the event's page (`$screen_name`, else `current_url`) is ignored: a byte comparison against
+    /// the few ignored names.
+    private func pageIgnored(_ batch: borrowing EventBatch) -> Bool {
+        if ignoredFor !== matcher {
+            ignoredPageBytes = matcher.ignoredPages.map { Array($0.utf8) }
+            ignoredFor = matcher
+        }
+        let k = found[0] >= 0 ? found[0] : found[1]
+        guard k >= 0 else { return false }
+        let p = batch.properties[k]
+        guard p.kind == .string else { return false }
+        if p.fix == .replace || p.valueEscaped { return matcher.isIgnored(page: Self.text(batch, k)) }
+        let lo = Int(p.value.start) + 1, n = p.value.count - 2
+        for name in ignoredPageBytes where name.count == n {
+            var equal = true
+            for j in 0..<n where batch.json[lo + j] != name[j] { equal = false; break }
+            if equal { return true }
+        }
+        return false
+    }
+
+    static func isPageLeave(_ batch: borrowing EventBatch, _ name: Span) -> Bool {
+        func equal(_ s: StaticString) -> Bool {
+            guard name.count == s.utf8CodeUnitCount else { return false }
+            let lo = Int(name.start)
+            for k in 0..<name.count where batch.json[lo + k] != s.utf8Start[k] { return false }
+            return true
+        }
+        return equal("$AppPageLeave") || equal("leave_view")
     }
 
     /// Per rule of the current matcher: its metric and, for `group_by_content` rules, the content item key.
