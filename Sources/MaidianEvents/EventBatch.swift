@@ -265,6 +265,9 @@ public struct InputRecord: Sendable {
     public var detail: Int32
     public var firstEvent: Int32
     public var eventCount: Int32
+    /// Re-read only to rebuild state after a takeover: its outputs were delivered before (the worker does
+    /// not produce them again). Stateful stages write out what such records complete before later records.
+    public var replay: Bool = false
 }
 
 /// A batch of input records and the events decoded from them. Reused across batches: `reset()` keeps capacity,

@@ -38,6 +38,12 @@ public final class PipelineEngine {
     public private(set) var decodeCounts = DecodeCounts()
     public let counters: [(stage: String, counter: StageCounter)]
     let logger: Logger
+    /// Measure the time each stage takes (benchmarks): two clock reads per stage and batch.
+    public var measureTime = false
+    /// Time spent per stage (with `measureTime`), and decoding.
+    public private(set) var stageTime: [Duration] = []
+    public private(set) var decodeTime: Duration = .zero
+
     /// The largest `stateHorizon` of the stages: 0 when no stage keeps state across batches.
     public let stateHorizon: Int64
     /// Event-time clocks of the source partitions, for replay points.
@@ -89,7 +95,15 @@ public final class PipelineEngine {
     /// Decodes the batch's records and runs every stage and output over it.
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let firstNew = batch.events.count
+        let clock = ContinuousClock()
+        var t0 = clock.now
+        if stageTime.count != stages.count { stageTime = Array(repeating: .zero, count: stages.count) }
         decoder.decodeAll(&batch)
+        if measureTime {
+            let t = clock.now
+            decodeTime += t - t0
+            t0 = t
+        }
         decodeCounts.records += batch.records.count
         for r in batch.records where r.status == .failed {
             decodeCounts.failedRecords[Int(r.reason.rawValue)] += 1
@@ -100,6 +114,11 @@ public final class PipelineEngine {
         var (live, dropped, failed) = statusCounts(batch)
         for (i, stage) in stages.enumerated() {
             try stage.process(&batch, output: &output)
+            if measureTime {
+                let t = clock.now
+                stageTime[i] += t - t0
+                t0 = t
+            }
             let (l, d, f) = statusCounts(batch)
             counts[i].received += live
             counts[i].emitted += l
@@ -185,9 +204,11 @@ public final class PipelineEngine {
         let d = decodeCounts
         let bad = zip(DeadLetterReason.allCases, d.failedRecords).filter { $0.1 > 0 }.map { "\($0.0)=\($0.1)" }
         lines.append("decode: records=\(d.records) events=\(d.events) bytes=\(d.bytes) rejected_records={\(bad.joined(separator: ","))}")
+        if measureTime { lines.append("decode: time=\(decodeTime)") }
         for (i, n) in stageNames.enumerated() {
             let c = counts[i]
-            lines.append("\(n): received=\(c.received) emitted=\(c.emitted) dropped=\(c.dropped) failed=\(c.failed)")
+            let time = measureTime && i < stageTime.count ? " time=\(stageTime[i])" : ""
+            lines.append("\(n): received=\(c.received) emitted=\(c.emitted) dropped=\(c.dropped) failed=\(c.failed)\(time)")
         }
         for (s, c) in counters { lines.append("\(s).\(c.name)=\(c.value)") }
         return lines

@@ -61,12 +61,15 @@ public struct InternalRecord: Sendable {
     public var value: [UInt8]
     /// Index of the record in the worker's batch (outputs derived from it carry it).
     public var index: Int32
-    public init(partition: Int32, offset: Int64, key: [UInt8], value: [UInt8], index: Int32) {
+    /// Re-read only to rebuild state (see `InputRecord.replay`).
+    public var replay: Bool
+    public init(partition: Int32, offset: Int64, key: [UInt8], value: [UInt8], index: Int32, replay: Bool = false) {
         self.partition = partition
         self.offset = offset
         self.key = key
         self.value = value
         self.index = index
+        self.replay = replay
     }
 }
 

@@ -225,7 +225,17 @@ private final class State {
                 batch.records[r].status = .dropped
             }
             internalRecords.removeAll { !assigned.contains(Slot(topic: 1, partition: $0.partition)) }
-            for k in internalRecords.indices { internalRecords[k].index = Int32(batch.records.count + k) }
+            for k in internalRecords.indices {
+                internalRecords[k].index = Int32(batch.records.count + k)
+                if let until = replayUntil[Slot(topic: 1, partition: internalRecords[k].partition)], internalRecords[k].offset < until {
+                    internalRecords[k].replay = true
+                }
+            }
+            for r in 0..<batch.records.count {
+                if let until = replayUntil[Slot(topic: 0, partition: batch.records[r].partition)], batch.records[r].offset < until {
+                    batch.records[r].replay = true
+                }
+            }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
                 finishedState = false
                 if !batch.records.isEmpty { try engine.process(&batch, output: &output) }
@@ -285,12 +295,8 @@ private final class State {
         let n = batch.records.count + internalRecords.count
         var perRecord = [Int32](repeating: 0, count: n)
         var replayed = [Bool](repeating: false, count: n)
-        for (r, rec) in batch.records.enumerated() where rec.status != .dropped {
-            if let until = replayUntil[Slot(topic: 0, partition: rec.partition)], rec.offset < until { replayed[r] = true }
-        }
-        for (k, rec) in internalRecords.enumerated() {
-            if let until = replayUntil[Slot(topic: 1, partition: rec.partition)], rec.offset < until { replayed[batch.records.count + k] = true }
-        }
+        for (r, rec) in batch.records.enumerated() where rec.replay { replayed[r] = true }
+        for (k, rec) in internalRecords.enumerated() where rec.replay { replayed[batch.records.count + k] = true }
         for m in output.messages where m.record >= 0 && !replayed[Int(m.record)] { perRecord[Int(m.record)] += 1 }
         var tokens = [UInt64](repeating: OffsetTracker.stateToken, count: n)
         for (r, rec) in batch.records.enumerated() where rec.status != .dropped {
@@ -408,6 +414,7 @@ private final class State {
             guard let c else { continue }
             position[s] = c.offset
             guard let point = ReplayPoint(metadata: c.metadata), point.offset < c.offset else { continue }
+            position[s] = point.offset
             if s.topic == 0 { engine.restore(partition: s.partition, from: point) }
             starts[tp] = point.offset
             replayUntil[s] = c.offset

@@ -96,19 +96,21 @@ public final class WindowsStage: Stage, Repartitioning {
     /// Dims names in output order (sorted), with the slot where `content=` goes.
     let dimNames: [[UInt8]]
     let contentSlot: Int
+    /// Index in `dimNames` of `app_version` (read from `lib` when properties lack it), or -1.
+    let appVersionSlot: Int
     let finder: PropertyFinder
     let roleNames: [[[UInt8]]]
-    let ignored: Set<[UInt8]>
+    let ignored: [[UInt8]]
 
-    var partitions: [Int32: PartitionWindows] = [:]
+    @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
     var held: [Int32] = []
-    var pagesText = Interner()
-    var elementsText = Interner()
-    var eventNames = Interner()
-    var ruleSets = Interner()
-    var ruleSetIDs: [[[UInt8]]] = []
-    var dimsSets = Interner()
-    var dimsHeads: [[UInt8]] = []
+    @exclusivity(unchecked) var pagesText = Interner()
+    @exclusivity(unchecked) var elementsText = Interner()
+    @exclusivity(unchecked) var eventNames = Interner()
+    @exclusivity(unchecked) var ruleSets = Interner()
+    @exclusivity(unchecked) var ruleSetIDs: [[[UInt8]]] = []
+    @exclusivity(unchecked) var dimsSets = Interner()
+    @exclusivity(unchecked) var dimsHeads: [[UInt8]] = []
 
     // Output wiring.
     public var partialsTopic: String? { config.partialsTopic }
@@ -128,14 +130,16 @@ public final class WindowsStage: Stage, Repartitioning {
     let idleCounter: StageCounter
 
     // Reused buffers.
-    var found: [Int]
-    var text: [UInt8] = []
-    var keyBuffer: [UInt8] = []
-    var dimsKey: [UInt8] = []
-    var dimsJSON: [UInt8] = []
-    var identifier: [UInt8] = []
-    var contentKeyPosition = 0
-    var contentJSONPosition = 1
+    @exclusivity(unchecked) var found: [Int]
+    @exclusivity(unchecked) var text: [UInt8] = []
+    @exclusivity(unchecked) var keyBuffer: [UInt8] = []
+    @exclusivity(unchecked) var dimsKey: [UInt8] = []
+    @exclusivity(unchecked) var dimsJSON: [UInt8] = []
+    @exclusivity(unchecked) var identifier: [UInt8] = []
+    @exclusivity(unchecked) var libMemoKey: [UInt8] = []
+    @exclusivity(unchecked) var libMemoValue: [UInt8]?
+    @exclusivity(unchecked) var contentKeyPosition = 0
+    @exclusivity(unchecked) var contentJSONPosition = 1
 
     public init(config: Config, context: StageContext) throws {
         self.config = config
@@ -148,6 +152,7 @@ public final class WindowsStage: Stage, Repartitioning {
         contentSlot = dims.firstIndex { $0 > "content" } ?? dims.count
         dims.insert("content", at: contentSlot)
         dimNames = dims.map { Array($0.utf8) }
+        appVersionSlot = dims.firstIndex(of: "app_version") ?? -1
         // Property slots: 0 $screen_name, 1 current_url, 2 $app_version, 3 $element_path, 4 $element_type,
         // 5 $element_position, 6 $element_index, 7 $element_content, then the `by` properties.
         let fixed = ["$screen_name", "current_url", "$app_version", "$element_path", "$element_type",
@@ -156,7 +161,7 @@ public final class WindowsStage: Stage, Repartitioning {
         found = Array(repeating: -1, count: fixed.count + config.by.count)
         let r = config.roles
         roleNames = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash].map { $0.map { Array($0.utf8) } }
-        ignored = Set((["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
+        ignored = (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) }
         windowMerger = WindowMerger(countsTopic: config.countsTopic, logger: context.logger)
         lateCounter = context.counter("late")
         orphanCounter = context.counter("orphan_leaves")

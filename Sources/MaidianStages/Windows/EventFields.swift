@@ -3,12 +3,13 @@ import MaidianEvents
 /// Finds several properties of an event in one pass over its properties (names compared by length first).
 struct PropertyFinder {
     let names: [[UInt8]]
-    private let byLength: [Int: [Int]]
+    /// Indexes of `names` by name length (lengths up to 255).
+    private let byLength: [[Int]]
 
     init(_ names: [String]) {
         self.names = names.map { Array($0.utf8) }
-        var m: [Int: [Int]] = [:]
-        for (i, n) in self.names.enumerated() { m[n.count, default: []].append(i) }
+        var m = [[Int]](repeating: [], count: 256)
+        for (i, n) in self.names.enumerated() where n.count < 256 { m[n.count].append(i) }
         byLength = m
     }
 
@@ -20,7 +21,9 @@ struct PropertyFinder {
         batch.json.withUnsafeBufferPointer { j in
             for k in lo..<hi {
                 let p = batch.properties[k]
-                guard p.fix != .drop, let candidates = byLength[p.name.count] else { continue }
+                guard p.fix != .drop, p.name.count < 256 else { continue }
+                let candidates = byLength[p.name.count]
+                if candidates.isEmpty { continue }
                 let name = j.baseAddress! + Int(p.name.start)
                 for n in candidates where found[n] < 0 {
                     let want = names[n]
@@ -97,20 +100,47 @@ extension EventBatch {
     }
 }
 
-/// Strings stored once and referred to by number (pages, element identifiers, rule lists, dims).
+/// Strings stored once and referred to by number (pages, element identifiers, rule lists, dims): one
+/// Hash64 and one open-addressing probe per lookup, bytes compared only on a hash hit.
 struct Interner {
-    private(set) var values: [[UInt8]] = []
-    private var index: [[UInt8]: Int32] = [:]
+    private var storage: [UInt8] = []
+    private var spans: [(start: Int, count: Int)] = []
+    private var table = HashTable64(capacity: 256)
+
+    var count: Int { spans.count }
 
     mutating func intern(_ bytes: [UInt8]) -> Int32 {
-        if let i = index[bytes] { return i }
-        let i = Int32(values.count)
-        values.append(bytes)
-        index[bytes] = i
-        return i
+        bytes.withUnsafeBufferPointer { intern($0) }
     }
 
-    subscript(_ i: Int32) -> [UInt8] { values[Int(i)] }
+    mutating func intern(_ bytes: UnsafeBufferPointer<UInt8>) -> Int32 {
+        var hasher = Hash64()
+        if let base = bytes.baseAddress { hasher.add(base, bytes.count) }
+        var h = hasher.value
+        while let v = table.get(h) {
+            if equal(Int(v), bytes) { return Int32(v) }
+            h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
+        }
+        let i = spans.count
+        spans.append((storage.count, bytes.count))
+        storage.append(contentsOf: bytes)
+        table.set(h, Int64(i))
+        return Int32(i)
+    }
+
+    private func equal(_ i: Int, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let s = spans[i]
+        guard s.count == bytes.count else { return false }
+        return storage.withUnsafeBufferPointer { st in
+            for k in 0..<s.count where st[s.start + k] != bytes[k] { return false }
+            return true
+        }
+    }
+
+    subscript(_ i: Int32) -> ArraySlice<UInt8> {
+        let s = spans[Int(i)]
+        return storage[s.start..<(s.start + s.count)]
+    }
 }
 
 /// FNV-1a: a stable hash for choosing internal partitions (every worker must agree).

@@ -1,5 +1,11 @@
 import MaidianEvents
 
+/// The aggregates of one window: key hash → aggregate, and the list in creation order.
+final class WindowAggregates {
+    var table = HashTable64(capacity: 64)
+    var list: [Int32] = []
+}
+
 /// A window aggregate of one source partition: one future `metrics.counts` key.
 struct Aggregate {
     var key: [UInt8]
@@ -102,22 +108,22 @@ struct PendingHeap {
 final class PartitionWindows {
     let partition: Int32
     /// Newest event time (track events) seen on the partition.
-    var maxTime: Int64?
-    var seq: Int64 = 0
+    @exclusivity(unchecked) var maxTime: Int64?
+    @exclusivity(unchecked) var seq: Int64 = 0
 
-    var aggregates: [Aggregate] = []
-    var freeAggregates: [Int32] = []
-    var aggregateByKey: [[UInt8]: Int32] = [:]
+    @exclusivity(unchecked) var aggregates: [Aggregate] = []
+    @exclusivity(unchecked) var freeAggregates: [Int32] = []
     /// Window end → its aggregates.
-    var windows: [Int64: [Int32]] = [:]
+    @exclusivity(unchecked) var windows: [Int64: WindowAggregates] = [:]
 
-    var userByHash: [UInt64: Int32] = [:]
-    var users: [UserState] = []
-    var freeUsers: [Int32] = []
-    var pending = PendingHeap()
+    /// distinct_id hash → index in `users`.
+    @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
+    @exclusivity(unchecked) var users: [UserState] = []
+    @exclusivity(unchecked) var freeUsers: [Int32] = []
+    @exclusivity(unchecked) var pending = PendingHeap()
 
     /// Last record of the partition in the current batch: outputs the batch causes are attributed to it.
-    var lastRecord: Int32 = -1
+    @exclusivity(unchecked) var lastRecord: Int32 = -1
     var progressSent: Int64 = .min
     var idleSent = false
     var lastInput = ContinuousClock.now
@@ -130,9 +136,9 @@ final class PartitionWindows {
 
     var watermark: Int64? { maxTime }
 
-    func user(hash: UInt64, id: [UInt8], time: Int64) -> Int32 {
-        if let u = userByHash[hash] { return u }
-        let state = UserState(id: id, hash: hash, lastTime: time)
+    func user(hash: UInt64, id: () -> [UInt8], time: Int64) -> Int32 {
+        if let u = userByHash.get(hash) { return Int32(u) }
+        let state = UserState(id: id(), hash: hash, lastTime: time)
         let u: Int32
         if let free = freeUsers.popLast() {
             u = free
@@ -141,22 +147,36 @@ final class PartitionWindows {
             u = Int32(users.count)
             users.append(state)
         }
-        userByHash[hash] = u
+        userByHash.set(hash, Int64(u))
         return u
+    }
+
+    /// Indexes of the users in use, in index order.
+    var liveUsers: [Int32] {
+        var out: [Int32] = []
+        for (i, s) in users.enumerated() where s.hash != 0 || !s.id.isEmpty { out.append(Int32(i)) }
+        return out
     }
 
     /// Forgets users with nothing open whose last activity is older than `before`.
     func expireUsers(before: Int64) {
-        for (hash, u) in userByHash {
+        var removed = false
+        for u in liveUsers {
             let s = users[Int(u)]
             if s.visits.isEmpty && s.lastTime < before {
-                userByHash[hash] = nil
                 users[Int(u)] = UserState(id: [], hash: 0, lastTime: .min)
                 freeUsers.append(u)
+                removed = true
             }
         }
+        guard removed else { return }
+        // The table has no removal: rebuild it from the users kept (once per window of event time at most).
+        var table = HashTable64(capacity: max(1024, users.count - freeUsers.count))
+        for u in liveUsers { table.set(users[Int(u)].hash, Int64(u)) }
+        userByHash = table
     }
 
-    /// Memory held for open visits and users (for the state-size report).
-    var openVisits: Int { userByHash.values.reduce(0) { $0 + users[Int($1)].visits.count } }
+    /// Open visits over all users (for the state-size report).
+    var openVisits: Int { liveUsers.reduce(0) { $0 + users[Int($1)].visits.count } }
+    var userCount: Int { liveUsers.count }
 }

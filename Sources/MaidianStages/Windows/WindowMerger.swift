@@ -46,7 +46,14 @@ final class WindowMerger: PartialMerger {
 
     func process(_ records: [InternalRecord], output: inout OutputBuffer) throws {
         var touched: [Int32: Int32] = [:]
+        if topicIndex < 0 { topicIndex = output.topicIndex(countsTopic) }
+        var lastReplay: [Int32: Int32] = [:]
         for r in records {
+            // What re-read records complete is written (and not produced again) before later records count.
+            if !r.replay, let last = lastReplay.removeValue(forKey: r.partition) {
+                writeReady(partition: r.partition, record: last, output: &output)
+            }
+            if r.replay { lastReplay[r.partition] = r.index }
             let message: InternalMessage
             do {
                 message = try InternalMessage.decode(r.value)
@@ -71,7 +78,6 @@ final class WindowMerger: PartialMerger {
             states[r.partition] = st
             touched[r.partition] = r.index
         }
-        if topicIndex < 0 { topicIndex = output.topicIndex(countsTopic) }
         for (partition, index) in touched.sorted(by: { $0.key < $1.key }) {
             writeReady(partition: partition, record: index, output: &output)
         }

@@ -38,7 +38,7 @@ extension WindowsStage {
 
     /// Times out visits the watermark has passed and forgets users with nothing left to need.
     private func sweep(_ st: PartitionWindows, watermark: Int64, record: Int32, output: inout OutputBuffer) {
-        for u in st.userByHash.values.sorted() {
+        for u in st.liveUsers {
             timeOut(st, u, now: watermark, record: record, output: &output)
         }
         st.expireUsers(before: watermark &- max(trailMaxAge, visitTimeout))
@@ -97,7 +97,7 @@ extension WindowsStage {
 
     /// End of input: every visit still open.
     private func closeAll(_ st: PartitionWindows, by: StaticString, record: Int32, output: inout OutputBuffer) {
-        for u in st.userByHash.values.sorted() {
+        for u in st.liveUsers {
             closeAll(st, u, by: by, at: nil, record: record, output: &output)
         }
     }
@@ -139,7 +139,7 @@ extension WindowsStage {
               by.utf8Start[0] == 0x6C || by.utf8Start[0] == 0x61 else { return }  // "leave" or "app_end"
         let duration = time - v.enter
         let windowStart = floorDiv(time, window) * window
-        let dimsKey = dimsSets[v.dims], dimsJSON = dimsHeads[Int(v.dims)]
+        let dimsKey = Array(dimsSets[v.dims]), dimsJSON = dimsHeads[Int(v.dims)]
         for rule in ruleSetIDs[Int(v.rules)] {
             let a = aggregate(st, metric: "dwell", rule: rule, windowStart: windowStart, dimsKey: dimsKey, dimsJSON: dimsJSON, content: nil)
             st.aggregates[Int(a)].count += 1
@@ -182,15 +182,16 @@ extension WindowsStage {
         output.finish(topic: topicTrails, record: record, keyStart: keyStart, valueStart: valueStart)
     }
 
-    private func appendString(_ bytes: [UInt8], to out: inout [UInt8]) {
+    private func appendString<C: Collection<UInt8>>(_ bytes: C, to out: inout [UInt8]) {
         out.append(0x22)
-        bytes.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
+        let array = Array(bytes)
+        array.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
         out.append(0x22)
     }
 
     /// Writes the partials of one window of the partition to the internal topic and forgets them.
     private func closeWindow(_ st: PartitionWindows, end: Int64, record: Int32, output: inout OutputBuffer) {
-        guard let list = st.windows.removeValue(forKey: end) else { return }
+        guard let list = st.windows.removeValue(forKey: end)?.list else { return }
         let sorted = list.sorted { st.aggregates[Int($0)].key.lexicographicallyPrecedes(st.aggregates[Int($1)].key) }
         for a in sorted {
             let agg = st.aggregates[Int(a)]
@@ -203,7 +204,6 @@ extension WindowsStage {
             InternalMessage.partial(partial).encode(into: &output.bytes)
             let target = Int32(truncatingIfNeeded: stableHash(agg.key) % UInt64(partialsPartitions))
             output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
-            st.aggregateByKey[agg.key] = nil
             st.aggregates[Int(a)] = Aggregate(key: [], head: [], windowEnd: 0, isDwell: false)
             st.freeAggregates.append(a)
         }
@@ -249,6 +249,6 @@ extension WindowsStage {
 
     /// Open visits and tracked users over all partitions (state-size reports).
     public var stateSize: (users: Int, openVisits: Int) {
-        partitions.values.reduce((0, 0)) { ($0.0 + $1.userByHash.count, $0.1 + $1.openVisits) }
+        partitions.values.reduce((0, 0)) { ($0.0 + $1.userCount, $0.1 + $1.openVisits) }
     }
 }

@@ -11,6 +11,10 @@ extension WindowsStage {
             guard rec.status != .dropped else { continue }
             let st = state(rec.partition)
             if st.lastRecord < 0 || !touched.contains(where: { $0 === st }) { touched.append(st) }
+            // What re-read records complete is written (and not produced again) before later records count.
+            if !rec.replay && st.lastRecord >= 0 && batch.records[Int(st.lastRecord)].replay {
+                advance(st, final: false, record: st.lastRecord, output: &output)
+            }
             st.lastRecord = Int32(r)
             st.lastInput = now
             guard rec.eventCount > 0 else { continue }
@@ -43,23 +47,17 @@ extension WindowsStage {
         let role = self.role(batch, ev.eventName)
         if ev.hitCount == 0 && role == nil { return }
         finder.find(batch, ev, into: &found)
-        text.removeAll(keepingCapacity: true)
-        batch.appendDistinctID(ev, to: &text)
-        let userHash = text.withUnsafeBufferPointer { b -> UInt64 in
-            var h = Hash64()
-            if let base = b.baseAddress { h.add(base, b.count) }
-            return h.value
-        }
-        let userID = text
+        let userHash = Self.userHash(batch, ev)
         if ev.hitCount > 0 || role == .pageEnter { buildDims(batch, ev) }
         if ev.hitCount > 0 { count(batch, ev, st, userHash) }
         guard let role else { return }
 
         var page: Int32 = -1
         if role == .pageEnter || role == .pageLeave || role == .click {
+            if ev.flags & EventFlag.ignoredPage != 0 { return }
             text.removeAll(keepingCapacity: true)
             if !batch.appendText(ofProperty: found[0], to: &text) && !batch.appendText(ofProperty: found[1], to: &text) { return }
-            if ignored.contains(text) || ev.flags & EventFlag.ignoredPage != 0 { return }
+            if ignored.contains(where: { $0.count == text.count && $0 == text }) { return }
             page = pagesText.intern(text)
         }
         var element: Int32 = -1, rules: Int32 = -1, dims: Int32 = -1, version: Int32 = -1
@@ -73,21 +71,59 @@ extension WindowsStage {
             if Int(dims) == dimsHeads.count { dimsHeads.append(dimsJSON) }
         case .crash:
             text.removeAll(keepingCapacity: true)
-            if batch.appendText(ofProperty: found[2], to: &text) || batch.appendLibAppVersion(ev, to: &text) {
+            if batch.appendText(ofProperty: found[2], to: &text) || libAppVersion(batch, ev) {
                 version = pagesText.intern(text)
             }
         default:
             break
         }
-        text.removeAll(keepingCapacity: true)
-        batch.appendStringText(batch.json, Span(Int(ev.eventName.start) - 1, Int(ev.eventName.end) + 1), escaped: ev.eventNameEscaped, to: &text)
-        let event = eventNames.intern(text)
-        let u = st.user(hash: userHash, id: userID, time: ev.time)
+        let event: Int32 = batch.json.withUnsafeBufferPointer { j in
+            if ev.eventNameEscaped {
+                text.removeAll(keepingCapacity: true)
+                batch.appendStringText(batch.json, Span(Int(ev.eventName.start) - 1, Int(ev.eventName.end) + 1), escaped: true, to: &text)
+                return eventNames.intern(text)
+            }
+            return eventNames.intern(UnsafeBufferPointer(rebasing: j[Int(ev.eventName.start)..<Int(ev.eventName.end)]))
+        }
+        let u = st.user(hash: userHash, id: {
+            var id: [UInt8] = []
+            batch.appendDistinctID(ev, to: &id)
+            return id
+        }, time: ev.time)
         if st.users[Int(u)].lastTime < ev.time { st.users[Int(u)].lastTime = ev.time }
         st.seq += 1
         st.pending.push(PendingEvent(
             time: ev.time, seq: st.seq, user: u, role: role, page: page, element: element, event: event,
             rules: rules, dims: dims, appVersion: version))
+    }
+
+    /// Appends `lib.$app_version` to `text`; the events of one upload share their `lib`, so the last answer
+    /// is kept for the same bytes.
+    private func libAppVersion(_ batch: borrowing EventBatch, _ ev: Event) -> Bool {
+        guard ev.lib.isPresent else { return false }
+        let lo = Int(ev.lib.start), hi = Int(ev.lib.end)
+        if libMemoKey.count == hi - lo && batch.json[lo..<hi].elementsEqual(libMemoKey) {
+            if let v = libMemoValue { text.append(contentsOf: v); return true }
+            return false
+        }
+        libMemoKey = Array(batch.json[lo..<hi])
+        var v: [UInt8] = []
+        libMemoValue = batch.appendLibAppVersion(ev, to: &v) ? v : nil
+        if let v = libMemoValue { text.append(contentsOf: v); return true }
+        return false
+    }
+
+    /// Hash64 of the decoded `distinct_id` (users are counted by it, across partitions and workers).
+    static func userHash(_ batch: borrowing EventBatch, _ ev: Event) -> UInt64 {
+        var h = Hash64()
+        if ev.distinctIDEscaped {
+            var id: [UInt8] = []
+            batch.appendDistinctID(ev, to: &id)
+            id.withUnsafeBufferPointer { if let b = $0.baseAddress { h.add(b, $0.count) } }
+        } else {
+            batch.json.withUnsafeBufferPointer { j in h.add(j.baseAddress! + Int(ev.distinctID.start), ev.distinctID.count) }
+        }
+        return h.value
     }
 
     private func role(_ batch: borrowing EventBatch, _ name: Span) -> Role? {
@@ -119,7 +155,7 @@ extension WindowsStage {
             let k = found[slot]
             slot += 1
             var has = batch.appendText(ofProperty: k, to: &text)
-            if !has && name == Array("app_version".utf8) { has = batch.appendLibAppVersion(ev, to: &text) }
+            if !has && n == appVersionSlot { has = libAppVersion(batch, ev) }
             guard has else { continue }
             if !dimsKey.isEmpty { dimsKey.append(0x2C) }
             dimsKey.append(contentsOf: name)
@@ -188,7 +224,16 @@ extension WindowsStage {
         } else {
             keyBuffer.append(contentsOf: dimsKey)
         }
-        if let a = st.aggregateByKey[keyBuffer] { return a }
+        var hasher = Hash64()
+        keyBuffer.withUnsafeBufferPointer { hasher.add($0.baseAddress!, $0.count) }
+        var h = hasher.value
+        let end = windowStart + window
+        if let w = st.windows[end] {
+            while let v = w.table.get(h) {
+                if st.aggregates[Int(v)].key == keyBuffer { return Int32(v) }
+                h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
+            }
+        }
         var head: [UInt8] = []
         JSONOut.appendRaw("{\"metric\":\"", to: &head)
         JSONOut.appendRaw(metric, to: &head)
@@ -209,8 +254,10 @@ extension WindowsStage {
             a = Int32(st.aggregates.count)
             st.aggregates.append(agg)
         }
-        st.aggregateByKey[keyBuffer] = a
-        st.windows[windowStart + window, default: []].append(a)
+        let w: WindowAggregates
+        if let existing = st.windows[end] { w = existing } else { w = WindowAggregates(); st.windows[end] = w }
+        w.table.set(h, Int64(a))
+        w.list.append(a)
         return a
     }
 
@@ -234,20 +281,25 @@ extension WindowsStage {
 
     /// The interned list of the page rules a page-enter event matched (for its visit).
     private func ruleSet(_ batch: borrowing EventBatch, _ ev: Event) -> Int32 {
-        var json: [UInt8] = [0x5B]
-        var ids: [[UInt8]] = []
+        keyBuffer.removeAll(keepingCapacity: true)
+        keyBuffer.append(0x5B)
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
             let hit = batch.hits[h]
             guard hit.metric == .pv else { continue }
-            if json.count > 1 { json.append(0x2C) }
-            json.append(contentsOf: batch.scratch[Int(hit.id.start)..<Int(hit.id.end)])
-            var id: [UInt8] = []
-            batch.appendStringText(batch.scratch, hit.id, escaped: false, to: &id)
-            ids.append(id)
+            if keyBuffer.count > 1 { keyBuffer.append(0x2C) }
+            keyBuffer.append(contentsOf: batch.scratch[Int(hit.id.start)..<Int(hit.id.end)])
         }
-        json.append(0x5D)
-        let r = ruleSets.intern(json)
-        if Int(r) == ruleSetIDs.count { ruleSetIDs.append(ids) }
+        keyBuffer.append(0x5D)
+        let r = ruleSets.intern(keyBuffer)
+        if Int(r) == ruleSetIDs.count {
+            var ids: [[UInt8]] = []
+            for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) where batch.hits[h].metric == .pv {
+                var id: [UInt8] = []
+                batch.appendStringText(batch.scratch, batch.hits[h].id, escaped: false, to: &id)
+                ids.append(id)
+            }
+            ruleSetIDs.append(ids)
+        }
         return r
     }
 }
