@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import MaidianEvents
 import MaidianPipeline
 
@@ -102,7 +105,10 @@ extension WindowsStage {
     private func libAppVersion(_ batch: borrowing EventBatch, _ ev: Event) -> Bool {
         guard ev.lib.isPresent else { return false }
         let lo = Int(ev.lib.start), hi = Int(ev.lib.end)
-        if libMemoKey.count == hi - lo && batch.json[lo..<hi].elementsEqual(libMemoKey) {
+        let same = libMemoKey.count == hi - lo && batch.json.withUnsafeBufferPointer { j in
+            libMemoKey.withUnsafeBufferPointer { m in memcmp(j.baseAddress! + lo, m.baseAddress!, hi - lo) == 0 }
+        }
+        if same {
             if let v = libMemoValue { text.append(contentsOf: v); return true }
             return false
         }
