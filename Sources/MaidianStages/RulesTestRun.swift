@@ -6,7 +6,9 @@ import MaidianRules
 /// `maidian rules test`: runs a pipeline's stages up to and including `match`, with the `match` stage's rules
 /// file replaced, over batches of input records, and collects a ``RulesReport`` from the match results the
 /// stage leaves in each batch (`batch.hits`). Stages after `match` and the outputs do not run; nothing is
-/// written. Events the pipeline drops (duplicates, noise) or rejects, and events marked late, are not counted.
+/// written. Events the pipeline drops (duplicates, noise) or rejects are not counted, nor events a stage before
+/// `match` marked late. (In `app-analytics.yaml` lateness is decided by `windows`, after `match`: late events
+/// are counted here, so a rule's matches can exceed the sum of its windowed counts by its late events.)
 public final class RulesTestRun {
     /// What to collect.
     public struct Options: Sendable {
