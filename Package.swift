@@ -88,7 +88,7 @@ let package = Package(
         .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
         .testTarget(name: "MaidianRuntimeTests", dependencies: ["MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka"]),
-        .testTarget(name: "MaidianIntegrationTests", dependencies: ["MaidianKafka", "MaidianRuntime", "MaidianRecording"]),
+        .testTarget(name: "MaidianIntegrationTests", dependencies: ["MaidianKafka", "MaidianRuntime", "MaidianRecording", "MaidianStages", "MaidianPipeline"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -9,6 +9,7 @@ public enum BuiltinStages {
         StageFactory(RecordPresetsStage.self),
         StageFactory(LocationStage.self),
         StageFactory(DeviceStage.self),
+        StageFactory(NoiseFilterStage.self),
         StageFactory(MatchStage.self),
         StageFactory(WindowsStage.self),
         StageFactory(EnrichedOutput.self),
