@@ -100,6 +100,8 @@ public final class WindowsStage: Stage, Repartitioning {
     let appVersionSlot: Int
     let finder: PropertyFinder
     let roleNames: [[[UInt8]]]
+    /// `eventNames` numbers of `roleNames`.
+    var roleEventIDs: [[Int32]] = []
     let ignored: [[UInt8]]
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
@@ -161,6 +163,9 @@ public final class WindowsStage: Stage, Repartitioning {
         found = Array(repeating: -1, count: fixed.count + config.by.count)
         let r = config.roles
         roleNames = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash].map { $0.map { Array($0.utf8) } }
+        var names = Interner()
+        roleEventIDs = roleNames.map { $0.map { names.intern($0) } }
+        eventNames = names
         ignored = (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) }
         windowMerger = WindowMerger(countsTopic: config.countsTopic, logger: context.logger)
         lateCounter = context.counter("late")

@@ -47,7 +47,7 @@ extension WindowsStage {
     /// Counts one event and queues it for pairing and trails.
     private func take(_ batch: inout EventBatch, _ i: Int, _ st: PartitionWindows) {
         let ev = batch.events[i]
-        let role = self.role(batch, ev.eventName)
+        let (role, event) = self.role(batch, ev.eventName)
         if ev.hitCount == 0 && role == nil { return }
         finder.find(batch, ev, into: &found)
         let userHash = Self.userHash(batch, ev)
@@ -79,14 +79,6 @@ extension WindowsStage {
             }
         default:
             break
-        }
-        let event: Int32 = batch.json.withUnsafeBufferPointer { j in
-            if ev.eventNameEscaped {
-                text.removeAll(keepingCapacity: true)
-                batch.appendStringText(batch.json, Span(Int(ev.eventName.start) - 1, Int(ev.eventName.end) + 1), escaped: true, to: &text)
-                return eventNames.intern(text)
-            }
-            return eventNames.intern(UnsafeBufferPointer(rebasing: j[Int(ev.eventName.start)..<Int(ev.eventName.end)]))
         }
         let u = st.user(hash: userHash, id: {
             var id: [UInt8] = []
@@ -132,17 +124,18 @@ extension WindowsStage {
         return h.value
     }
 
-    private func role(_ batch: borrowing EventBatch, _ name: Span) -> Role? {
-        guard name.isPresent else { return nil }
+    /// The event's role and its name's interned number (role names are interned up front).
+    private func role(_ batch: borrowing EventBatch, _ name: Span) -> (Role?, Int32) {
+        guard name.isPresent else { return (nil, -1) }
         let lo = Int(name.start), n = name.count
         for (r, names) in roleNames.enumerated() {
-            for want in names where want.count == n {
+            for (i, want) in names.enumerated() where want.count == n {
                 var equal = true
                 for k in 0..<n where batch.json[lo + k] != want[k] { equal = false; break }
-                if equal { return Role(rawValue: UInt8(r)) }
+                if equal { return (Role(rawValue: UInt8(r)), roleEventIDs[r][i]) }
             }
         }
-        return nil
+        return (nil, -1)
     }
 
     /// The event's dims: `dimsKey` (`k=v,...` without content) and `dimsJSON` (`{"k":"v",...}`).
