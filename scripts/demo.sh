@@ -11,7 +11,7 @@ echo "▶ generating traffic: 200 users, 30 minutes"
 "$BIN" gen --users 200 --minutes 30 --seed 7 --out "$OUT/demo.ndjson.zst"
 
 echo "▶ starting the embedded broker"
-"$BIN" broker --topics events.raw:8,events.enriched:8,events.dlq:4 --log-level warning > "$OUT/broker.addr" &
+"$BIN" broker --topics events.raw:8,events.enriched:8,events.dlq:4,metrics.counts:4,metrics.dwell:4,crash.trails:4,demo.partials:4 --log-level warning > "$OUT/broker.addr" &
 BROKER_PID=$!
 trap 'kill $BROKER_PID 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do [ -s "$OUT/broker.addr" ] && break; sleep 0.1; done
@@ -25,4 +25,4 @@ echo "▶ running pipelines/app-analytics.yaml until the end of the input"
 MAIDIAN_GROUP=demo MAIDIAN_SESSION_TIMEOUT=6s "$BIN" run pipelines/app-analytics.yaml --until-end --log-level notice
 
 echo "▶ what came out"
-"$BIN" peek events.enriched events.dlq --log-level warning
+"$BIN" peek events.enriched events.dlq metrics.counts metrics.dwell crash.trails --log-level warning

@@ -5,7 +5,7 @@ import MaidianPipeline
 import MaidianStages
 
 /// The whole `maidian` command line as a library, so a team's own executable can reuse every command
-/// (`run`, `check`, `bench`, `broker`, `gen`, `produce`, `peek`, `stages`) with extra stages.
+/// (`run`, `check`, `bench`, `broker`, `gen`, `produce`, `peek`, `stages`, `rules`) with extra stages.
 ///
 /// A custom build's `main.swift`:
 ///
@@ -55,7 +55,7 @@ struct MaidianCommand: AsyncParsableCommand {
         abstract: "Stream processor for mobile-app analytics on Kafka.",
         subcommands: [
             RunCommand.self, ReplayCommand.self, CheckCommand.self, BenchCommand.self, BrokerCommand.self, GenCommand.self,
-            ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self,
+            ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self, RulesCommand.self,
         ]
     )
 }

@@ -39,6 +39,9 @@ struct PeekCommand: ParsableCommand {
                         bytes += m.value.count
                         let value = Array(m.value)
                         let name = JSONFields.string(value, "reason").map { "reason=\($0)" }
+                            ?? JSONFields.string(value, "metric").map { "metric=\($0)" }
+                            ?? JSONFields.string(value, "closed_by").map { "closed_by=\($0)" }
+                            ?? (String(decoding: value.prefix(120), as: UTF8.self).contains("\"crash_time\"") ? "crash trail" : nil)
                             ?? JSONFields.string(value, "event") ?? JSONFields.string(value, "type") ?? "?"
                         byName[name, default: 0] += 1
                         if samples.count < examples { samples.append(String(decoding: value, as: UTF8.self)) }

@@ -46,10 +46,16 @@ struct ReplayCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger("maidian")
-        var (spec, _) = try loadPipeline(pipeline, logger: logger)
+        var (spec, engine) = try loadPipeline(pipeline, logger: logger)
         guard spec.source.brokers != "embedded" else {
             var stderr = StandardError()
             print("replay needs the brokers that hold the history: set source.brokers (or MAIDIAN_BROKERS)", to: &stderr)
+            throw ExitCode(1)
+        }
+        if let partials = engine.repartitioning?.partialsTopic {
+            var stderr = StandardError()
+            print("the pipeline names its internal partials topic '\(partials)': a replay would merge its windows into the live job's. "
+                  + "Leave partials_topic out (a replay then uses '<its group>.partials') or replay with a copy of the pipeline without it", to: &stderr)
             throw ExitCode(1)
         }
         let fromMillis = ReplayTime.parse(from)!
@@ -63,9 +69,10 @@ struct ReplayCommand: AsyncParsableCommand {
                 bootstrap: source.brokers, topic: source.topic, group: replayGroup, from: fromMillis, to: toMillis,
                 restart: restart, kafka: source.kafka, logger: logger)
         }
-        let outputs = spec.outputTopics.map { $0 + outputSuffix }
+        let outputs = Set(spec.outputTopics + engine.stages.flatMap(\.outputTopics)).sorted().map { $0 + outputSuffix }
+        let internalTopic = engine.repartitioning.map { _ in PipelineSpec.defaultPartialsTopic(group: replayGroup) }
         logger.notice(
-            "replay of \(source.topic) from \(ReplayTime.describe(fromMillis)) to \(toMillis.map(ReplayTime.describe) ?? "the end offsets"): \(plan.records) records in \(plan.partitions.count) partitions (planned in \(GenCommand.seconds((ContinuousClock.now - planStart).milliseconds)) s), group \(replayGroup), writing to \(outputs.joined(separator: ", "))")
+            "replay of \(source.topic) from \(ReplayTime.describe(fromMillis)) to \(toMillis.map(ReplayTime.describe) ?? "the end offsets"): \(plan.records) records in \(plan.partitions.count) partitions (planned in \(GenCommand.seconds((ContinuousClock.now - planStart).milliseconds)) s), group \(replayGroup), writing to \(outputs.joined(separator: ", "))\(internalTopic.map { ", partial counts through \($0)" } ?? "")")
 
         spec.source.group = replayGroup
         var options = WorkerOptions()

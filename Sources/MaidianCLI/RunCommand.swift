@@ -19,13 +19,16 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = global.makeLogger("maidian")
-        let (spec, _) = try loadPipeline(pipeline, logger: logger)
+        let (spec, engine) = try loadPipeline(pipeline, logger: logger)
         var broker: EmbeddedBroker?
         var bootstrap = spec.source.brokers
         if bootstrap == "embedded" {
             let b = try EmbeddedBroker(brokers: 1, logger: logger)
             try b.createTopic(spec.source.topic, partitions: spec.source.partitions)
-            for t in spec.outputTopics { try b.createTopic(t, partitions: spec.source.partitions) }
+            for t in Set(spec.outputTopics + engine.stages.flatMap(\.outputTopics)) { try b.createTopic(t, partitions: spec.source.partitions) }
+            if let r = engine.repartitioning {
+                try b.createTopic(r.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: spec.source.group), partitions: spec.source.partitions)
+            }
             bootstrap = b.bootstrapServers
             broker = b
             logger.notice("embedded broker at \(bootstrap): produce into '\(spec.source.topic)' to feed this worker")

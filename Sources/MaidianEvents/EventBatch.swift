@@ -159,6 +159,9 @@ public struct Event: Sendable {
     public var propertyIssues: UInt8
     /// Longest string property value, decoded UTF-8 bytes.
     public var longestString: Int32
+    /// The rules the event matched: `EventBatch.hits[firstHit ..< firstHit + hitCount]` (match stage).
+    public var firstHit: Int32
+    public var hitCount: Int32
 
     @inlinable public var isLive: Bool { status == .live }
 
@@ -200,7 +203,44 @@ public struct Event: Sendable {
         self.known = 0
         self.propertyIssues = 0
         self.longestString = 0
+        self.firstHit = 0
+        self.hitCount = 0
     }
+}
+
+/// What kind of count a matched rule feeds (SPEC section 5).
+public enum MatchMetric: UInt8, Sendable {
+    /// Page rules and PAGEPV entries.
+    case pv = 1
+    /// Element rules and ACTION / TABLEVIEW / GESTURE entries.
+    case click = 2
+}
+
+/// One rule an event matched, as the match stage leaves it for later stages (counts, dwell), so nothing
+/// matches twice.
+public struct MatchHit: Sendable {
+    /// The rule id (action rules: their identifier) as a JSON string, quotes included, in `EventBatch.scratch`.
+    public var id: Span
+    /// For `group_by_content` rules: the content value the event is counted under, as a JSON string
+    /// (quotes included) in `json` or, when `contentInScratch`, in `scratch`. Absent otherwise.
+    public var content: Span
+    public var contentInScratch: Bool
+    public var metric: MatchMetric
+
+    public init(id: Span, metric: MatchMetric, content: Span = .absent, contentInScratch: Bool = false) {
+        self.id = id
+        self.metric = metric
+        self.content = content
+        self.contentInScratch = contentInScratch
+    }
+}
+
+/// Event flag bits (`Event.flags`).
+public enum EventFlag {
+    /// Older than its partition's watermark on arrival: enriched with `$late: true`, not counted or paired.
+    public static let late: UInt32 = 1
+    /// The event's page is ignored (defaults plus the rules file's `ignore_pages`): never counted or paired.
+    public static let ignoredPage: UInt32 = 2
 }
 
 /// One input record of a batch (a Kafka record or a recording line).
@@ -225,6 +265,9 @@ public struct InputRecord: Sendable {
     public var detail: Int32
     public var firstEvent: Int32
     public var eventCount: Int32
+    /// Re-read only to rebuild state after a takeover: its outputs were delivered before (the worker does
+    /// not produce them again). Stateful stages write out what such records complete before later records.
+    public var replay: Bool = false
 }
 
 /// A batch of input records and the events decoded from them. Reused across batches: `reset()` keeps capacity,
@@ -242,6 +285,8 @@ public struct EventBatch: Sendable {
     public var events: [Event] = []
     public var properties: [Property] = []
     public var added: [AddedProperty] = []
+    /// Rules matched by events (see `Event.firstHit`).
+    public var hits: [MatchHit] = []
     public var input: [UInt8] = []
     /// The JSON arena's storage: only `json[0..<jsonCount]` is in use; the rest is spare room that was
     /// zero-filled once when the arena grew, so decompression writes into it without clearing it first.
@@ -270,6 +315,7 @@ public struct EventBatch: Sendable {
         events.removeAll(keepingCapacity: true)
         properties.removeAll(keepingCapacity: true)
         added.removeAll(keepingCapacity: true)
+        hits.removeAll(keepingCapacity: true)
         input.removeAll(keepingCapacity: true)
         jsonCount = 0
         scratch.removeAll(keepingCapacity: true)

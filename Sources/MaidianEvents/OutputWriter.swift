@@ -7,6 +7,8 @@ public struct OutputMessage: Sendable {
     public var value: Span
     /// The input record it derives from (its offset is committed only after this is delivered).
     public var record: Int32
+    /// An explicit partition, or -1 for the producer's partitioner (by key).
+    public var partition: Int32 = -1
 }
 
 /// The serialized outputs of one batch. Reused across batches.
@@ -36,10 +38,10 @@ public struct OutputBuffer: Sendable {
     @inline(__always) public func begin() -> Int { bytes.count }
 
     /// Finishes a message whose key is `bytes[keyStart..<valueStart]` and value `bytes[valueStart...]`.
-    @inline(__always) public mutating func finish(topic: Int32, record: Int32, keyStart: Int, valueStart: Int, hasKey: Bool = true) {
+    @inline(__always) public mutating func finish(topic: Int32, record: Int32, keyStart: Int, valueStart: Int, hasKey: Bool = true, partition: Int32 = -1) {
         messages.append(OutputMessage(
             topic: topic, key: hasKey ? Span(keyStart, valueStart) : .absent,
-            value: Span(valueStart, bytes.count), record: record))
+            value: Span(valueStart, bytes.count), record: record, partition: partition))
     }
 
     /// A message's value as text (tests, demo).

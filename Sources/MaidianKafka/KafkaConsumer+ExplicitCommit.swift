@@ -10,8 +10,13 @@ extension KafkaConsumer {
     ///
     /// Blocks: call from a dedicated thread.
     public func commitSync(offsets: [TopicPartition: Int64], timeout: Duration = .seconds(10)) throws {
+        try commitSync(offsets: offsets, metadata: [:], timeout: timeout)
+    }
+
+    func commitSync(offsets: [TopicPartition: Int64], metadata: [TopicPartition: String], timeout: Duration) throws {
         if offsets.isEmpty { return }
         let list = PartitionList(offsets.keys, offsets: offsets)
+        for (tp, text) in metadata { list.setMetadata(tp, text) }
         // The result comes back on a private queue so the wait can time out: a plain synchronous commit
         // can wait indefinitely while the group is between generations.
         guard let queue = rd_kafka_queue_new(handle.rk) else { throw KafkaError(.state, "commit: cannot create a result queue") }
@@ -55,5 +60,48 @@ extension KafkaError {
         return c == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS.rawValue
             || c == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION.rawValue
             || c == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID.rawValue
+    }
+}
+
+/// A committed offset with the metadata string committed beside it.
+public struct CommittedOffset: Sendable, Equatable {
+    /// The next offset to read.
+    public var offset: Int64
+    /// What the committer stored with it (empty when none).
+    public var metadata: String
+    public init(offset: Int64, metadata: String) {
+        self.offset = offset
+        self.metadata = metadata
+    }
+}
+
+extension KafkaConsumer {
+    /// Commits next-offsets with a metadata string each (Kafka keeps it with the offset, atomically).
+    ///
+    /// Blocks: call from a dedicated thread.
+    public func commitSync(offsets: [TopicPartition: CommittedOffset], timeout: Duration = .seconds(10)) throws {
+        try commitSync(offsets: offsets.mapValues(\.offset), metadata: offsets.compactMapValues { $0.metadata.isEmpty ? nil : $0.metadata }, timeout: timeout)
+    }
+
+    /// The group's committed offsets and their metadata; partitions without a committed offset are absent.
+    ///
+    /// Blocks: call from a dedicated thread.
+    public func committedWithMetadata(_ tps: [TopicPartition], timeout: Duration) throws -> [TopicPartition: CommittedOffset] {
+        if tps.isEmpty { return [:] }
+        let list = PartitionList(tps)
+        let err = rd_kafka_committed(handle.rk, list.pointer, timeout.kafkaMilliseconds)
+        guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(err, "fetch committed offsets for \(tps)") }
+        var result: [TopicPartition: CommittedOffset] = [:]
+        for element in list.elements {
+            let tp = TopicPartition(topic: String(cString: element.topic), partition: element.partition)
+            if element.err != RD_KAFKA_RESP_ERR_NO_ERROR { throw KafkaError(element.err, "committed offset of \(tp)") }
+            guard element.offset >= 0 else { continue }
+            var text = ""
+            if let m = element.metadata, element.metadata_size > 0 {
+                text = String(decoding: UnsafeRawBufferPointer(start: m, count: element.metadata_size), as: UTF8.self)
+            }
+            result[tp] = CommittedOffset(offset: element.offset, metadata: text)
+        }
+        return result
     }
 }

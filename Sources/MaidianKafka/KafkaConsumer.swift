@@ -67,6 +67,7 @@ public final class KafkaConsumer {
     deinit {
         // No user code during teardown.
         context.onRebalance = nil
+        context.startOffsets = nil
         context.onError = nil
         context.applyPending(rk: handle.rk)
         if !closed {
@@ -96,6 +97,14 @@ public final class KafkaConsumer {
     /// The latest librdkafka statistics report of this consumer (set `statistics.interval.ms` to get
     /// reports). Thread-safe: read it from anywhere, e.g. a metrics endpoint.
     public var statistics: KafkaStatisticsSource { handle.context.statistics }
+
+    /// Called with newly assigned partitions right after `onRebalance(.assigned)` and before they are
+    /// assigned: the offsets it returns are where reading starts (others start at the committed offset).
+    /// Runs on the polling thread; it may call blocking consumer methods such as `committedWithMetadata`.
+    public var startOffsets: (([TopicPartition]) -> [TopicPartition: Int64])? {
+        get { context.startOffsets }
+        set { context.startOffsets = newValue }
+    }
 
     /// Non-fatal errors (broker transport, consume errors of a partition), after they are logged.
     /// Fatal errors are thrown by `poll()` instead.
@@ -376,6 +385,7 @@ struct PendingRebalance {
 /// Callback state of a consumer.
 final class ConsumerContext: ClientContext {
     var onRebalance: ((RebalanceEvent) -> Void)?
+    var startOffsets: (([TopicPartition]) -> [TopicPartition: Int64])?
     /// True while the polling thread is inside `rd_kafka_consume_batch_queue`.
     var inPoll = false
     /// Rebalances announced during a batch: applied after the batch's messages were handed out,
@@ -409,6 +419,14 @@ final class ConsumerContext: ClientContext {
                 // Debug: the application logs assignments (one line per event).
                 logger.debug("kafka consumer assigned \(tps)")
                 onRebalance?(.assigned(tps))
+                if let starts = startOffsets?(tps), !starts.isEmpty {
+                    for i in change.partitions.elements.indices {
+                        let e = change.partitions.elements[i]
+                        if let o = starts[TopicPartition(topic: String(cString: e.topic), partition: e.partition)] {
+                            change.partitions.elements[i].offset = o
+                        }
+                    }
+                }
                 if change.cooperative {
                     if let error = rd_kafka_incremental_assign(rk, list) {
                         report(KafkaError(consuming: error, "incremental assign of \(tps)"))

@@ -1,4 +1,7 @@
 import CRdKafka
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A partition of a topic.
 public struct TopicPartition: Hashable, Sendable, CustomStringConvertible {
@@ -67,6 +70,18 @@ final class PartitionList {
         for tp in partitions {
             let element = rd_kafka_topic_partition_list_add(pointer, tp.topic, tp.partition)!
             element.pointee.offset = offsets[tp] ?? Int64(RD_KAFKA_OFFSET_INVALID)
+        }
+    }
+
+    /// Sets the commit metadata of `tp` (librdkafka copies and frees it with the list).
+    func setMetadata(_ tp: TopicPartition, _ text: String) {
+        for i in elements.indices where elements[i].partition == tp.partition && String(cString: elements[i].topic) == tp.topic {
+            let bytes = Array(text.utf8)
+            let copy = malloc(max(bytes.count, 1))!
+            bytes.withUnsafeBytes { copy.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+            if let old = elements[i].metadata { free(old) }
+            elements[i].metadata = copy
+            elements[i].metadata_size = bytes.count
         }
     }
 

@@ -48,12 +48,15 @@ public final class EngineCounters: Sendable {
     public let failedEvents: [StageCounter]
     /// The counters the stages registered, with the registering stage's kind.
     public let stageCounters: [(stage: String, counter: StageCounter)]
+    /// The counters of the merger of partial results (`Repartitioning`), if a stage repartitions.
+    public let mergeCounters: [StageCounter]
 
-    init(kinds: [String], stageCounters: [(stage: String, counter: StageCounter)]) {
+    init(kinds: [String], stageCounters: [(stage: String, counter: StageCounter)], mergeCounters: [StageCounter]) {
         stages = kinds.enumerated().map { Stage(kind: $0.element, position: $0.offset) }
         failedRecords = DeadLetterReason.allCases.map { StageCounter(name: "\($0)") }
         failedEvents = DeadLetterReason.allCases.map { StageCounter(name: "\($0)") }
         self.stageCounters = stageCounters
+        self.mergeCounters = mergeCounters
     }
 
     /// A snapshot of the decoding counts.

@@ -44,6 +44,18 @@ public final class PipelineEngine {
     let logger: Logger
     /// Per-reason tallies of one batch (reused), added to `live` once per batch.
     private var reasonTally = [Int](repeating: 0, count: DeadLetterReason.allCases.count)
+    /// Measure the time each stage takes (benchmarks): two clock reads per stage and batch.
+    public var measureTime = false
+    /// Time spent per stage (with `measureTime`), and decoding.
+    public private(set) var stageTime: [Duration] = []
+    public private(set) var decodeTime: Duration = .zero
+
+    /// The largest `stateHorizon` of the stages: 0 when no stage keeps state across batches.
+    public let stateHorizon: Int64
+    /// Event-time clocks of the source partitions, for replay points.
+    private var clocks: [Int32: PartitionClock] = [:]
+    /// The stage that repartitions through an internal topic, if any.
+    public var repartitioning: (any Repartitioning)? { stages.lazy.compactMap { $0 as? any Repartitioning }.first }
 
     /// Builds every stage of the spec. Errors carry the stage's YAML location.
     public init(spec: PipelineSpec, registry: StageRegistry, logger: Logger) throws {
@@ -81,13 +93,24 @@ public final class PipelineEngine {
         if !errors.isEmpty { throw PipelineErrors(errors) }
         self.stages = stages
         self.stageNames = names
-        self.live = EngineCounters(kinds: names, stageCounters: counters)
+        self.live = EngineCounters(
+            kinds: names, stageCounters: counters,
+            mergeCounters: stages.lazy.compactMap { ($0 as? any Repartitioning)?.merger.counters }.first ?? [])
+        self.stateHorizon = stages.map(\.stateHorizon).max() ?? 0
     }
 
     /// Decodes the batch's records and runs every stage and output over it.
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         let firstNew = batch.events.count
+        let clock = ContinuousClock()
+        var t0 = clock.now
+        if stageTime.count != stages.count { stageTime = Array(repeating: .zero, count: stages.count) }
         decoder.decodeAll(&batch)
+        if measureTime {
+            let t = clock.now
+            decodeTime += t - t0
+            t0 = t
+        }
         live.records.add(batch.records.count)
         var bytes = 0
         for r in batch.records {
@@ -101,6 +124,11 @@ public final class PipelineEngine {
         var (alive, dropped, failed) = statusCounts(batch)
         for (i, stage) in stages.enumerated() {
             try stage.process(&batch, output: &output)
+            if measureTime {
+                let t = clock.now
+                stageTime[i] += t - t0
+                t0 = t
+            }
             let (l, d, f) = statusCounts(batch)
             let c = live.stages[i]
             c.received.add(alive)
@@ -115,6 +143,7 @@ public final class PipelineEngine {
             }
             addTally(to: live.failedEvents)
         }
+        if stateHorizon > 0 { advanceClocks(batch) }
     }
 
     /// Adds the batch's per-reason tallies to `counters` and clears them.
@@ -125,8 +154,43 @@ public final class PipelineEngine {
         }
     }
 
+    /// Per partition of the batch: the last record's offset and the newest live event time.
+    private func advanceClocks(_ batch: borrowing EventBatch) {
+        var last: [Int32: (Int64, Int64?)] = [:]
+        var first: [Int32: Int64] = [:]
+        for r in batch.records where r.status != .dropped {
+            if first[r.partition] == nil { first[r.partition] = r.offset }
+            var m = last[r.partition]?.1
+            if r.eventCount > 0 {
+                for e in Int(r.firstEvent)..<Int(r.firstEvent + r.eventCount) where batch.events[e].status == .live && batch.events[e].type.isTrack {
+                    let t = batch.events[e].time
+                    if m.map({ t > $0 }) ?? true { m = t }
+                }
+            }
+            last[r.partition] = (r.offset, m)
+        }
+        for (p, (offset, m)) in last {
+            if clocks[p] == nil { clocks[p] = PartitionClock(start: ReplayPoint(offset: first[p]!, maxEventTime: nil)) }
+            clocks[p]!.advance(lastOffset: offset, batchMax: m)
+        }
+    }
+
+    /// What to commit beside offset `next` of a source partition: where re-reading must start to rebuild
+    /// the stages' state. Nil when no stage keeps state or the partition was not read.
+    public func replayPoint(partition: Int32, next: Int64) -> ReplayPoint? {
+        guard stateHorizon > 0, clocks[partition] != nil else { return nil }
+        return clocks[partition]!.replayPoint(next: next, horizon: stateHorizon)
+    }
+
+    /// A source partition is about to be re-read from `point`: reset its clock and tell the stages.
+    public func restore(partition: Int32, from point: ReplayPoint) {
+        clocks[partition] = PartitionClock(start: point)
+        for s in stages { s.restore(partition: partition, maxEventTime: point.maxEventTime) }
+    }
+
     /// Tells the stages that partitions went away.
     public func partitionsRevoked(_ partitions: [Int32]) {
+        for p in partitions { clocks[p] = nil }
         for s in stages { s.partitionsRevoked(partitions) }
     }
 
@@ -160,9 +224,11 @@ public final class PipelineEngine {
         let d = decodeCounts
         let bad = zip(DeadLetterReason.allCases, d.failedRecords).filter { $0.1 > 0 }.map { "\($0.0)=\($0.1)" }
         lines.append("decode: records=\(d.records) events=\(d.events) bytes=\(d.bytes) rejected_records={\(bad.joined(separator: ","))}")
+        if measureTime { lines.append("decode: time=\(decodeTime)") }
         for (i, n) in stageNames.enumerated() {
             let c = counts[i]
-            lines.append("\(n): received=\(c.received) emitted=\(c.emitted) dropped=\(c.dropped) failed=\(c.failed)")
+            let time = measureTime && i < stageTime.count ? " time=\(stageTime[i])" : ""
+            lines.append("\(n): received=\(c.received) emitted=\(c.emitted) dropped=\(c.dropped) failed=\(c.failed)\(time)")
         }
         for (s, c) in counters { lines.append("\(s).\(c.name)=\(c.value)") }
         return lines

@@ -64,6 +64,13 @@ public struct PipelineSpec: Sendable {
     public var outputTopics: [String] {
         outputs.compactMap { $0.node["topic"]?.string }
     }
+
+    /// The internal topic of a repartitioning stage that names none: `<group>.partials`, with characters
+    /// Kafka does not allow in topic names replaced.
+    public static func defaultPartialsTopic(group: String) -> String {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        return String(group.map { allowed.contains($0) ? $0 : "_" }) + ".partials"
+    }
 }
 
 /// One stage entry of a pipeline: its kind and its YAML mapping (decoded by the stage's own `Config`).

@@ -31,11 +31,73 @@ public protocol Stage: AnyObject, SendableMetatype {
 
     /// The end of a bounded run (`--until-end`) or of a benchmark: write out all state.
     func finish(output: inout OutputBuffer) throws
+
+    /// How far behind a partition's newest event time (ms) this stage's state can reach: after a takeover,
+    /// the engine re-reads input from where event time was that far behind, so that the stage's state is
+    /// rebuilt (see docs/recovery.md). 0 for stateless stages.
+    var stateHorizon: Int64 { get }
+
+    /// Topics the stage writes besides an output's `topic:` (created on an embedded broker).
+    var outputTopics: [String] { get }
+
+    /// A partition is about to be re-read from a checkpoint: `maxEventTime` is the newest event time the
+    /// partition had seen just before the first re-read record (nil: none).
+    func restore(partition: Int32, maxEventTime: Int64?)
 }
 
 extension Stage {
     public func partitionsRevoked(_ partitions: [Int32]) {}
     public func finish(output: inout OutputBuffer) throws {}
+    public var stateHorizon: Int64 { 0 }
+    public var outputTopics: [String] { [] }
+    public func restore(partition: Int32, maxEventTime: Int64?) {}
+}
+
+/// One record of an internal (repartition) topic, for a `PartialMerger`.
+public struct InternalRecord: Sendable {
+    public var partition: Int32
+    public var offset: Int64
+    public var key: [UInt8]
+    public var value: [UInt8]
+    /// Index of the record in the worker's batch (outputs derived from it carry it).
+    public var index: Int32
+    /// Re-read only to rebuild state (see `InputRecord.replay`).
+    public var replay: Bool
+    public init(partition: Int32, offset: Int64, key: [UInt8], value: [UInt8], index: Int32, replay: Bool = false) {
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.index = index
+        self.replay = replay
+    }
+}
+
+/// A stage that needs a second, keyed phase across workers (like Kafka Streams' repartitioning): it writes
+/// partial results to an internal topic, and whichever worker holds an internal partition merges them.
+public protocol Repartitioning: AnyObject {
+    /// The internal topic, if the pipeline names one (else the worker derives one from the group).
+    var partialsTopic: String? { get }
+    /// Wiring, before the first batch: the internal topic, its partition count, and the source's.
+    func connect(partialsTopic: String, partialsPartitions: Int32, sourcePartitions: Int32)
+    /// The merger for internal partitions held by this worker.
+    var merger: any PartialMerger { get }
+    /// Called between batches with the source partitions the worker holds (idle detection, bounded runs).
+    func tick(held: [Int32], output: inout OutputBuffer)
+}
+
+/// Merges partial results read from an internal topic (see `Repartitioning`).
+public protocol PartialMerger: AnyObject {
+    /// Reads internal records and writes what became final to `output` (attributed to the record index).
+    func process(_ records: [InternalRecord], output: inout OutputBuffer) throws
+    /// The oldest offset of `partition` still needed to rebuild the merger's state (nil: none held).
+    func replayFrom(partition: Int32) -> Int64?
+    /// Whether everything of `partition` is final and written (bounded runs end only then).
+    func isComplete(partition: Int32) -> Bool
+    /// Internal partitions this worker no longer holds.
+    func partitionsRevoked(_ partitions: [Int32])
+    /// Named counts for logs and metrics (late partials and the like).
+    var counters: [StageCounter] { get }
 }
 
 /// A counter a stage owns and the engine reports (for example `duplicates`), or a gauge (a level such as a

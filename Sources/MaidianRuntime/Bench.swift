@@ -49,20 +49,7 @@ public enum Bench {
     /// Assigns partitions the way a keyed producer would (stable hash of the key) and offsets in order.
     public static func prepare(_ records: [RecordingRecord], partitions: Int32 = 8) -> [SourceRecord] {
         var nextOffset = [Int64](repeating: 0, count: Int(partitions))
-        return records.map { r in
-            var p: Int32 = 0
-            if let key = r.key {
-                var h = Hash64()
-                key.withUnsafeBufferPointer { h.add($0.baseAddress!, $0.count) }
-                p = Int32(h.value % UInt64(partitions))
-            }
-            let offset = nextOffset[Int(p)]
-            nextOffset[Int(p)] += 1
-            func header(_ n: String) -> [UInt8]? { r.headers.first { $0.0 == n }?.1 }
-            return SourceRecord(
-                partition: p, offset: offset, timestamp: r.timestamp ?? 0, key: r.key, value: r.value,
-                ip: header("ip"), receivedAt: header("received_at"), ua: header("ua"), project: header("project"))
-        }
+        return records.map { SourceRecord($0, partitions: partitions, nextOffset: &nextOffset) }
     }
 
     /// Runs the engine over the records in batches of `batchSize`; then `finish`.
@@ -110,7 +97,7 @@ public enum Bench {
     }
 
     @inline(__always)
-    private static func appendRecord(_ batch: inout EventBatch, _ topic: Int32, _ rec: SourceRecord) {
+    static func appendRecord(_ batch: inout EventBatch, _ topic: Int32, _ rec: SourceRecord) {
         func opt(_ a: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Void) {
             if let a { a.withUnsafeBytes { body($0) } } else { body(nil) }
         }
@@ -146,5 +133,22 @@ public enum Bench {
             return digits * 1024
         }
         return 0
+    }
+}
+
+extension Bench.SourceRecord {
+    /// The record on the partition its key hashes to, at that partition's next offset.
+    init(_ r: RecordingRecord, partitions: Int32, nextOffset: inout [Int64]) {
+        var p: Int32 = 0
+        if let key = r.key {
+            var h = Hash64()
+            key.withUnsafeBufferPointer { h.add($0.baseAddress!, $0.count) }
+            p = Int32(h.value % UInt64(partitions))
+        }
+        func header(_ n: String) -> [UInt8]? { r.headers.first { $0.0 == n }?.1 }
+        self.init(
+            partition: p, offset: nextOffset[Int(p)], timestamp: r.timestamp ?? 0, key: r.key, value: r.value,
+            ip: header("ip"), receivedAt: header("received_at"), ua: header("ua"), project: header("project"))
+        nextOffset[Int(p)] += 1
     }
 }

@@ -5,8 +5,15 @@
 /// completed prefix only, so a record whose output failed holds back every later offset of the worker.
 /// Not thread-safe: delivery reports are served on the worker thread (producer poll/flush).
 final class OffsetTracker {
-    struct Entry {
+    /// A partition of the source topic (`topic` 0) or of the internal topic (`topic` 1).
+    struct Slot: Hashable, Comparable {
+        var topic: UInt8
         var partition: Int32
+        static func < (a: Slot, b: Slot) -> Bool { (a.topic, a.partition) < (b.topic, b.partition) }
+    }
+
+    struct Entry {
+        var partition: Slot
         var offset: Int64
         var remaining: Int32
     }
@@ -20,14 +27,14 @@ final class OffsetTracker {
     private var headSeq: UInt64 = 1
     private(set) var pendingStateOutputs = 0
     /// Next offset to store per partition, for partitions that advanced since the last `takeAdvanced`.
-    private var advanced: [Int32: Int64] = [:]
+    private var advanced: [Slot: Int64] = [:]
     private(set) var firstFailure: String?
 
     /// Records in flight (not yet complete).
     var inFlight: Int { entries.count - head }
 
     /// Registers a record; returns its token. `outputs` may be 0 (then it completes at once).
-    func add(partition: Int32, offset: Int64, outputs: Int32) -> UInt64 {
+    func add(partition: Slot, offset: Int64, outputs: Int32) -> UInt64 {
         let seq = headSeq + UInt64(entries.count - head)
         entries.append(Entry(partition: partition, offset: offset, remaining: outputs))
         return seq
@@ -68,7 +75,7 @@ final class OffsetTracker {
     }
 
     /// Partitions whose stored offset should move, with the next offset to read; clears the list.
-    func takeAdvanced() -> [Int32: Int64] {
+    func takeAdvanced() -> [Slot: Int64] {
         defer { advanced.removeAll(keepingCapacity: true) }
         return advanced
     }

@@ -42,10 +42,10 @@ public struct WorkerOptions: Sendable {
     public var flushTimeout: Duration = .seconds(60)
     /// Where the worker reports its phase, partitions and commits (health checks, metrics); nil: nowhere.
     public var status: WorkerStatus?
-    /// Replay: per partition, the offset to stop at (records from it on are skipped); with `untilEnd` these
-    /// are the end offsets. See `ReplayPlan`.
+    /// Replay: per source partition, the offset to stop at (records from it on are skipped); with `untilEnd`
+    /// these are the end offsets. See `ReplayPlan`.
     public var stopOffsets: [Int32: Int64]?
-    /// Appended to every output topic's name (a replay writes to separate topics).
+    /// Appended to every output topic's name but the internal one (a replay writes to separate topics).
     public var outputTopicSuffix = ""
     public init() {}
 }
@@ -107,6 +107,8 @@ public final class Worker: Sendable {
 
 /// The worker thread's state.
 private final class State {
+    typealias Slot = OffsetTracker.Slot
+
     let spec: PipelineSpec
     let options: WorkerOptions
     let logger: Logger
@@ -116,17 +118,28 @@ private final class State {
     let tracker = OffsetTracker()
     var batch = EventBatch()
     var output = OutputBuffer()
+    var internalRecords: [InternalRecord] = []
     var producerTopics: [Int32: ProducerTopic] = [:]
-    var assigned = Set<Int32>()
+    /// Held partitions of the source topic (0) and of the internal topic (1).
+    var assigned = Set<Slot>()
     var hadAssignment = false
     /// Between a revocation and the next assignment (eager rebalances come as two callbacks).
     var awaitingAssignment = false
+    /// Revoked in an eager rebalance: their state is kept in case the next assignment gives them back.
+    var revokedPending = Set<Slot>()
     var endOffsets: [Int32: Int64] = [:]
     var reachedEnd = Set<Int32>()
     var failure: RuntimeError?
     let sourceTopic: String
+    /// The stage that repartitions through an internal topic, and that topic.
+    let repartitioning: (any Repartitioning)?
+    let internalTopic: String?
+    /// Next offset to read per held partition (after the last record handed to the pipeline).
+    var position: [Slot: Int64] = [:]
+    /// Records before these offsets are re-read only to rebuild state: their outputs were delivered before.
+    var replayUntil: [Slot: Int64] = [:]
     /// Next offsets whose outputs are all delivered but that are not known to be committed yet.
-    var uncommitted: [Int32: Int64] = [:]
+    var uncommitted: [Slot: Int64] = [:]
     var lastCommit = ContinuousClock.now
     /// State was written out at the end of a bounded run (and nothing was read since).
     var finishedState = false
@@ -138,6 +151,8 @@ private final class State {
         self.logger = logger
         self.sourceTopic = spec.source.topic
         self.engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
+        self.repartitioning = engine.repartitioning
+        self.internalTopic = repartitioning.map { $0.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: spec.source.group) }
 
         var consumerConfig: [String: String] = [
             "bootstrap.servers": bootstrap,
@@ -158,23 +173,48 @@ private final class State {
         options.status?.attach(counters: engine.live, statistics: consumer.statistics, topic: sourceTopic)
     }
 
+    func slot(_ tp: TopicPartition) -> Slot? {
+        if tp.topic == sourceTopic { return Slot(topic: 0, partition: tp.partition) }
+        if tp.topic == internalTopic { return Slot(topic: 1, partition: tp.partition) }
+        return nil
+    }
+
+    func topicPartition(_ s: Slot) -> TopicPartition {
+        TopicPartition(topic: s.topic == 0 ? sourceTopic : internalTopic!, partition: s.partition)
+    }
+
+    var heldSource: [Int32] { assigned.filter { $0.topic == 0 }.map(\.partition).sorted() }
+
     func run(stop: () -> Bool) throws {
         producer.onDelivery = { [tracker] token, error in
             tracker.delivered(token: token, error: error.map { "\($0)" })
         }
         consumer.onRebalance = { [unowned self] event in self.rebalance(event) }
+        consumer.startOffsets = { [unowned self] tps in self.startOffsets(tps) }
         consumer.onPartitionEOF = { [unowned self] tp, offset in
-            if let end = self.endOffsets[tp.partition], offset >= end { self.reachedEnd.insert(tp.partition) }
+            if tp.topic == self.sourceTopic, let end = self.endOffsets[tp.partition], offset >= end { self.reachedEnd.insert(tp.partition) }
         }
+        let sourcePartitions = try consumer.partitionCount(topic: sourceTopic, timeout: .seconds(30))
         if options.untilEnd {
-            let n = try consumer.partitionCount(topic: sourceTopic, timeout: .seconds(30))
-            for p in 0..<Int32(n) {
+            for p in 0..<Int32(sourcePartitions) {
                 endOffsets[p] = try consumer.watermarks(TopicPartition(topic: sourceTopic, partition: p), timeout: .seconds(30)).high
             }
             if let stops = options.stopOffsets { endOffsets = stops }
             logger.info("bounded run: end offsets \(endOffsets.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: " "))")
         }
-        try consumer.subscribe([sourceTopic])
+        var topics = [sourceTopic]
+        if let repartitioning, let internalTopic {
+            let n: Int
+            do {
+                n = try consumer.partitionCount(topic: internalTopic, timeout: .seconds(30))
+            } catch {
+                throw RuntimeError(.setup, "the internal topic '\(internalTopic)' (windowed counts are merged through it) is missing: create it, with as many partitions as you want mergers", underlying: error)
+            }
+            repartitioning.connect(partialsTopic: internalTopic, partialsPartitions: Int32(n), sourcePartitions: Int32(sourcePartitions))
+            topics.append(internalTopic)
+            logger.info("merging windowed counts through '\(internalTopic)' (\(n) partitions) over \(sourcePartitions) source partitions")
+        }
+        try consumer.subscribe(topics)
         logger.info("worker started", metadata: ["topic": "\(sourceTopic)", "group": "\(spec.source.group)"])
 
         let topicIndex = batch.topicIndex(sourceTopic)
@@ -182,26 +222,48 @@ private final class State {
             options.status?.turn()
             batch.reset()
             output.reset()
+            internalRecords.removeAll(keepingCapacity: true)
             _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
-                if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { reachedEnd.insert(msg.partition); return }
-                batch.appendRecord(
-                    topic: topicIndex, partition: msg.partition, offset: msg.offset, timestamp: msg.timestamp ?? 0,
-                    key: msg.key.count > 0 ? msg.key : nil, value: msg.value,
-                    ip: msg.header("ip"), receivedAt: msg.header("received_at"),
-                    ua: msg.header("ua"), project: msg.header("project"))
+                if msg.topic == sourceTopic {
+                    if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { reachedEnd.insert(msg.partition); return }
+                    batch.appendRecord(
+                        topic: topicIndex, partition: msg.partition, offset: msg.offset, timestamp: msg.timestamp ?? 0,
+                        key: msg.key.count > 0 ? msg.key : nil, value: msg.value,
+                        ip: msg.header("ip"), receivedAt: msg.header("received_at"),
+                        ua: msg.header("ua"), project: msg.header("project"))
+                } else {
+                    internalRecords.append(InternalRecord(
+                        partition: msg.partition, offset: msg.offset, key: Array(msg.key), value: Array(msg.value), index: 0))
+                }
             }
-            if !batch.records.isEmpty {
+            // Records of partitions revoked during this poll belong to their new owner now.
+            for r in 0..<batch.records.count where !assigned.contains(Slot(topic: 0, partition: batch.records[r].partition)) {
+                batch.records[r].status = .dropped
+            }
+            internalRecords.removeAll { !assigned.contains(Slot(topic: 1, partition: $0.partition)) }
+            for k in internalRecords.indices {
+                internalRecords[k].index = Int32(batch.records.count + k)
+                if let until = replayUntil[Slot(topic: 1, partition: internalRecords[k].partition)], internalRecords[k].offset < until {
+                    internalRecords[k].replay = true
+                }
+            }
+            for r in 0..<batch.records.count {
+                if let until = replayUntil[Slot(topic: 0, partition: batch.records[r].partition)], batch.records[r].offset < until {
+                    batch.records[r].replay = true
+                }
+            }
+            if !batch.records.isEmpty || !internalRecords.isEmpty {
                 finishedState = false
-                // Records of partitions revoked during this poll belong to their new owner now.
-                for r in 0..<batch.records.count where !assigned.contains(batch.records[r].partition) {
-                    batch.records[r].status = .dropped
+                if !batch.records.isEmpty { try engine.process(&batch, output: &output) }
+                if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
+                for r in batch.records where r.status != .dropped {
+                    position[Slot(topic: 0, partition: r.partition)] = r.offset + 1
+                    if options.untilEnd, let end = endOffsets[r.partition], r.offset + 1 >= end { reachedEnd.insert(r.partition) }
                 }
-                try engine.process(&batch, output: &output)
-                try produceOutputs()
-                for r in batch.records where r.status != .dropped && options.untilEnd {
-                    if let end = endOffsets[r.partition], r.offset + 1 >= end { reachedEnd.insert(r.partition) }
-                }
+                for r in internalRecords { position[Slot(topic: 1, partition: r.partition)] = r.offset + 1 }
             }
+            if !awaitingAssignment { repartitioning?.tick(held: heldSource, output: &output) }
+            try produceOutputs()
             _ = producer.poll(timeout: .zero)
             try checkFailure()
             storeOffsets()
@@ -209,15 +271,21 @@ private final class State {
             // No commits between a revocation and the next assignment: librdkafka completes the unassign
             // (and rejoins) only once no commit is outstanding.
             if !awaitingAssignment && ContinuousClock.now - lastCommit >= commitInterval { commitDelivered(final: false) }
-            if options.untilEnd && hadAssignment && !awaitingAssignment && assigned.allSatisfy({ reachedEnd.contains($0) }) {
-                // (a refused final commit is retried once the group has rebalanced)
-                logger.info("reached the end offsets of all \(assigned.count) held partitions")
+            if options.untilEnd && hadAssignment && !awaitingAssignment
+                && heldSource.allSatisfy({ reachedEnd.contains($0) }) {
                 if !finishedState {
+                    logger.info("reached the end offsets of all \(heldSource.count) held source partitions")
                     batch.reset()
                     output.reset()
+                    internalRecords.removeAll(keepingCapacity: true)
+                    repartitioning?.tick(held: heldSource, output: &output)
                     try engine.finish(output: &output)
                     try produceOutputs()
                     finishedState = true
+                }
+                let held = assigned.filter { $0.topic == 1 }
+                if let merger = repartitioning?.merger, !held.allSatisfy({ merger.isComplete(partition: $0.partition) }) {
+                    continue  // windows of other workers' partitions are still coming
                 }
                 try drain()
                 // A group rebalancing right now refuses commits: keep polling (which rejoins and commits
@@ -228,20 +296,32 @@ private final class State {
         options.status?.stopping()
         try drain()
         if !commitDelivered(final: true) {
-            logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }): their records will be read again")
+            logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }.map { "\(topicPartition($0.key))@\($0.value)" }): their records will be read again")
         }
         try consumer.close()
         logger.notice("worker stopped; what each stage did:")
         for line in engine.summaryLines() { logger.notice("  \(line)") }
+        if let merger = repartitioning?.merger {
+            for c in merger.counters { logger.notice("  merge.\(c.name)=\(c.value)") }
+        }
     }
 
-    /// Produces the batch's outputs, registering each record with the tracker first.
+    /// Produces the batch's outputs, registering each record with the tracker first. Outputs of records
+    /// re-read to rebuild state are not produced again.
     func produceOutputs() throws {
-        var perRecord = [Int32](repeating: 0, count: batch.records.count)
-        for m in output.messages where m.record >= 0 { perRecord[Int(m.record)] += 1 }
-        var tokens = [UInt64](repeating: OffsetTracker.stateToken, count: batch.records.count)
+        let n = batch.records.count + internalRecords.count
+        var perRecord = [Int32](repeating: 0, count: n)
+        var replayed = [Bool](repeating: false, count: n)
+        for (r, rec) in batch.records.enumerated() where rec.replay { replayed[r] = true }
+        for (k, rec) in internalRecords.enumerated() where rec.replay { replayed[batch.records.count + k] = true }
+        for m in output.messages where m.record >= 0 && !replayed[Int(m.record)] { perRecord[Int(m.record)] += 1 }
+        var tokens = [UInt64](repeating: OffsetTracker.stateToken, count: n)
         for (r, rec) in batch.records.enumerated() where rec.status != .dropped {
-            tokens[r] = tracker.add(partition: rec.partition, offset: rec.offset, outputs: perRecord[r])
+            tokens[r] = tracker.add(partition: Slot(topic: 0, partition: rec.partition), offset: rec.offset, outputs: perRecord[r])
+        }
+        for (k, rec) in internalRecords.enumerated() {
+            let r = batch.records.count + k
+            tokens[r] = tracker.add(partition: Slot(topic: 1, partition: rec.partition), offset: rec.offset, outputs: perRecord[r])
         }
         for m in output.messages where m.record < 0 {
             _ = m
@@ -249,18 +329,24 @@ private final class State {
         }
         try output.bytes.withUnsafeBytes { bytes in
             for m in output.messages {
+                if m.record >= 0 && replayed[Int(m.record)] { continue }
                 let topic = try producerTopic(m.topic)
                 let key = m.key.isPresent ? UnsafeRawBufferPointer(rebasing: bytes[Int(m.key.start)..<Int(m.key.end)]) : UnsafeRawBufferPointer(start: nil, count: 0)
                 let value = UnsafeRawBufferPointer(rebasing: bytes[Int(m.value.start)..<Int(m.value.end)])
                 let token = m.record >= 0 ? tokens[Int(m.record)] : OffsetTracker.stateToken
-                try producer.produce(topic, key: key, value: value, token: token)
+                try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
             }
+        }
+        for (s, until) in replayUntil where (position[s] ?? 0) >= until {
+            replayUntil[s] = nil
+            logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)")
         }
     }
 
     func producerTopic(_ index: Int32) throws -> ProducerTopic {
         if let t = producerTopics[index] { return t }
-        let t = try producer.topic(output.topics[Int(index)] + options.outputTopicSuffix)
+        let name = output.topics[Int(index)]
+        let t = try producer.topic(name == internalTopic ? name : name + options.outputTopicSuffix)
         producerTopics[index] = t
         return t
     }
@@ -273,13 +359,8 @@ private final class State {
 
     func storeOffsets() {
         tracker.advance()
-        for (p, next) in tracker.takeAdvanced() {
-            uncommitted[p] = next
-            do {
-                _ = try consumer.storeOffset(TopicPartition(topic: sourceTopic, partition: p), next: next)
-            } catch {
-                logger.warning("could not store offset \(next) of partition \(p): \(error)")
-            }
+        for (s, next) in tracker.takeAdvanced() where assigned.contains(s) {
+            uncommitted[s] = next
         }
     }
 
@@ -294,17 +375,30 @@ private final class State {
         storeOffsets()
     }
 
-    /// Commits the delivered offsets not yet committed. Returns whether nothing is left uncommitted.
-    /// A rebalancing group refuses commits; the offsets are kept and committed after the next assignment.
+    /// Where re-reading must start to rebuild the state that a commit of `next` leaves behind.
+    func replayPoint(_ s: Slot, next: Int64) -> ReplayPoint? {
+        if s.topic == 0 { return engine.replayPoint(partition: s.partition, next: next) }
+        guard let from = repartitioning?.merger.replayFrom(partition: s.partition) else { return nil }
+        return ReplayPoint(offset: min(from, next), maxEventTime: nil)
+    }
+
+    /// Commits the delivered offsets not yet committed, each with its replay point as metadata. Returns
+    /// whether nothing is left uncommitted. A rebalancing group refuses commits: the offsets are kept and
+    /// committed after the next assignment.
     @discardableResult
     func commitDelivered(final: Bool) -> Bool {
         lastCommit = ContinuousClock.now
         if uncommitted.isEmpty { return true }
-        let offsets = Dictionary(uniqueKeysWithValues: uncommitted.map { (TopicPartition(topic: sourceTopic, partition: $0.key), $0.value) })
+        var offsets: [TopicPartition: CommittedOffset] = [:]
+        for (s, next) in uncommitted {
+            offsets[topicPartition(s)] = CommittedOffset(offset: next, metadata: replayPoint(s, next: next)?.metadata ?? "")
+        }
         do {
             try consumer.commitSync(offsets: offsets)
             options.status?.committed()
-            for (tp, next) in offsets where uncommitted[tp.partition] == next { uncommitted[tp.partition] = nil }
+            for (tp, c) in offsets {
+                if let s = slot(tp), uncommitted[s] == c.offset { uncommitted[s] = nil }
+            }
             return uncommitted.isEmpty
         } catch let e as KafkaError where e.isRebalanceError {
             if final { logger.info("commit deferred until the group has rebalanced: \(e.message)") }
@@ -312,6 +406,53 @@ private final class State {
         } catch {
             logger.warning("commit failed: \(error)")
             return false
+        }
+    }
+
+    /// Where newly assigned partitions start: partitions this worker kept state for start where it left
+    /// off; others start at their replay point (committed as metadata) and re-read up to the committed
+    /// offset to rebuild state without writing outputs again.
+    func startOffsets(_ tps: [TopicPartition]) -> [TopicPartition: Int64] {
+        let slots = tps.compactMap { slot($0) }
+        var committed: [TopicPartition: CommittedOffset] = [:]
+        do {
+            committed = try consumer.committedWithMetadata(tps, timeout: .seconds(30))
+        } catch {
+            logger.error("could not read committed offsets of \(tps): \(error); starting from the group's committed offsets without state")
+        }
+        var starts: [TopicPartition: Int64] = [:]
+        for s in slots {
+            let tp = topicPartition(s)
+            let c = committed[tp]
+            if revokedPending.contains(s), let pos = position[s], c?.offset == pos {
+                revokedPending.remove(s)
+                continue  // given back after an eager rebalance: the state in memory is current
+            }
+            revokedPending.remove(s)
+            dropState([s])
+            guard let c else { continue }
+            position[s] = c.offset
+            guard let point = ReplayPoint(metadata: c.metadata), point.offset < c.offset else { continue }
+            position[s] = point.offset
+            if s.topic == 0 { engine.restore(partition: s.partition, from: point) }
+            starts[tp] = point.offset
+            replayUntil[s] = c.offset
+            logger.info("\(tp): re-reading from offset \(point.offset) to rebuild state up to the committed offset \(c.offset)")
+        }
+        // Partitions an eager rebalance took and did not give back.
+        dropState(Array(revokedPending))
+        revokedPending.removeAll()
+        return starts
+    }
+
+    func dropState(_ slots: [Slot]) {
+        let source = slots.filter { $0.topic == 0 }.map(\.partition)
+        let merged = slots.filter { $0.topic == 1 }.map(\.partition)
+        if !source.isEmpty { engine.partitionsRevoked(source) }
+        if !merged.isEmpty { repartitioning?.merger.partitionsRevoked(merged) }
+        for s in slots {
+            position[s] = nil
+            replayUntil[s] = nil
         }
     }
 
@@ -323,14 +464,15 @@ private final class State {
             // The group is stable again: commit what a refused commit left over, before the new owners
             // of those partitions (maybe this worker) read their committed offsets.
             commitDelivered(final: false)
-            for tp in tps where tp.topic == sourceTopic {
-                assigned.insert(tp.partition)
-                if let end = endOffsets[tp.partition], end == 0 { reachedEnd.insert(tp.partition) }
+            for tp in tps {
+                guard let s = slot(tp) else { continue }
+                assigned.insert(s)
+                if s.topic == 0, let end = endOffsets[tp.partition], end == 0 { reachedEnd.insert(tp.partition) }
             }
-            options.status?.assignmentChanged(assigned, assigned: true)
-            logger.info("assigned partitions \(tps.map { $0.partition }.sorted())")
+            options.status?.assignmentChanged(heldSource, assigned: true)
+            logger.info("assigned partitions \(tps.map { "\($0.topic)/\($0.partition)" }.sorted())")
         case .revoked(let tps):
-            logger.info("revoked partitions \(tps.map { $0.partition }.sorted())")
+            logger.info("revoked partitions \(tps.map { "\($0.topic)/\($0.partition)" }.sorted())")
             do {
                 try drain()
                 commitDelivered(final: false)
@@ -338,20 +480,26 @@ private final class State {
                 logger.error("could not deliver on revocation: \(error)")
                 if failure == nil { failure = error as? RuntimeError }
             }
-            forget(tps)
+            for tp in tps {
+                guard let s = slot(tp) else { continue }
+                assigned.remove(s)
+                // Kept until the next assignment shows whether the partition comes back.
+                revokedPending.insert(s)
+                if s.topic == 0 { reachedEnd.remove(tp.partition) }
+            }
+            options.status?.assignmentChanged(heldSource, assigned: false)
             awaitingAssignment = true
         case .lost(let tps):
-            logger.warning("lost partitions \(tps.map { $0.partition }.sorted()): no commit for them")
-            for tp in tps { uncommitted[tp.partition] = nil }
-            forget(tps)
+            logger.warning("lost partitions \(tps.map { "\($0.topic)/\($0.partition)" }.sorted()): no commit for them")
+            let slots = tps.compactMap { slot($0) }
+            for s in slots {
+                uncommitted[s] = nil
+                assigned.remove(s)
+                if s.topic == 0 { reachedEnd.remove(s.partition) }
+            }
+            dropState(slots)
+            options.status?.assignmentChanged(heldSource, assigned: false)
             awaitingAssignment = true
         }
-    }
-
-    private func forget(_ tps: [TopicPartition]) {
-        let ps = tps.filter { $0.topic == sourceTopic }.map(\.partition)
-        for p in ps { assigned.remove(p) }
-        options.status?.assignmentChanged(assigned, assigned: false)
-        engine.partitionsRevoked(ps)
     }
 }

@@ -13,7 +13,8 @@ import Synchronization
 /// - `stage_received_total`, `stage_emitted_total`, `stage_dropped_total`, `stage_failed_total` `{stage}`:
 ///   the engine's counts per stage and output (`stage` is the kind, `kind#position` when a kind repeats);
 /// - `stage_counter_total{stage,name}` / `stage_gauge{stage,name}`: every counter or gauge a stage
-///   registered (duplicates, late events, reloads, rule-set version, ...): new stages appear by themselves;
+///   registered (duplicates, late events, reloads, rule-set version, ...), and the partial-results merger's
+///   (`stage="merge"`): new stages appear by themselves;
 /// - `records_total`, `events_total`, `record_bytes_total`: records decoded, events in them, their JSON bytes;
 /// - `dead_letters_total{reason,level}`: rejected records (`level="record"`) and events (`level="event"`);
 /// - `commits_total`, `partitions_assigned`, `worker_ready`, `worker_live`;
@@ -112,7 +113,7 @@ public final class WorkerMetrics: Sendable {
                 s.counters.append((c, Exported(Counter(label: "maidian_stage_\(c.name)_total", dimensions: [("stage", label)], factory: factory))))
             }
         }
-        for (stage, c) in counters.stageCounters {
+        for (stage, c) in counters.stageCounters + counters.mergeCounters.map({ ("merge", $0) }) {
             let dims = [("stage", stage), ("name", c.name)]
             if c.isGauge {
                 s.gauges.append((c, Meter(label: "maidian_stage_gauge", dimensions: dims, factory: factory)))

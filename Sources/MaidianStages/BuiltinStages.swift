@@ -9,7 +9,9 @@ public enum BuiltinStages {
         StageFactory(RecordPresetsStage.self),
         StageFactory(LocationStage.self),
         StageFactory(DeviceStage.self),
+        StageFactory(NoiseFilterStage.self),
         StageFactory(MatchStage.self),
+        StageFactory(WindowsStage.self),
         StageFactory(EnrichedOutput.self),
         StageFactory(DeadLetterOutput.self),
     ]

@@ -39,6 +39,9 @@ public final class DedupStage: Stage {
         self.duplicates = context.counter("duplicates")
     }
 
+    /// Memory reaches back up to two windows of event time.
+    public var stateHorizon: Int64 { 2 * window }
+
     /// Number of remembered keys (tests and state-size reports).
     public var rememberedKeys: Int { memories.reduce(0) { $0 + ($1.map { $0.current.count + $0.previous.count } ?? 0) } }
 

@@ -1,41 +1,112 @@
+import class Foundation.Thread
+import Logging
 import MaidianEvents
+import MaidianGeo
 import MaidianPipeline
 import MaidianRules
+import Synchronization
 
 /// Matches page-enter and click events against the rules file (SPEC sections 3 and 4) and adds
 /// `$matched_rules` plus the `userDefined` and `pagePara` values of matched action rules to `properties`.
 /// Client properties are never overwritten.
+///
+/// The rules file is reloaded while the worker runs: between batches, at most every `reload_check`, the stage
+/// looks at the file's stamp (device, inode, size, times); a changed file is loaded and compiled on a
+/// background thread and the new rule set replaces the old one at the start of the next batch after that, so
+/// every batch is matched by exactly one rule set. A new file that does not load keeps the old set (an error
+/// with file:line:column is logged) and is tried again when it changes.
 public final class MatchStage: Stage {
     /// The stage's options.
     public struct Config: Decodable, Sendable {
         /// The rules file (YAML or JSON), relative to the pipeline file.
         public var rules: String
+        /// Whether a changed rules file is picked up while running.
+        public var reload: Bool = true
+        /// How often, at most, the rules file is checked for a new version (between batches). `0s`: every batch.
+        public var reloadCheck: ConfigDuration = .seconds(1)
+
+        enum CodingKeys: String, CodingKey {
+            case rules, reload
+            case reloadCheck = "reload_check"
+        }
+
         /// Options.
-        public init(rules: String) { self.rules = rules }
+        public init(rules: String, reload: Bool = true, reloadCheck: ConfigDuration = .seconds(1)) {
+            self.rules = rules
+            self.reload = reload
+            self.reloadCheck = reloadCheck
+        }
+
+        /// Decodes the YAML keys `rules`, `reload`, `reload_check`.
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            rules = try c.decode(String.self, forKey: .rules)
+            reload = try c.decodeIfPresent(Bool.self, forKey: .reload) ?? true
+            reloadCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .reloadCheck) ?? .seconds(1)
+        }
     }
 
     public static let kind = "match"
     public static let summary = "match page views and clicks against circle-select rules; add $matched_rules and action parameters"
 
-    /// The compiled rules.
-    public let matcher: RuleMatcher
-    private let matchedCounter: StageCounter
+    /// The compiled rules in use; replaced between batches when the rules file changes.
+    public private(set) var matcher: RuleMatcher
+    /// The rule set's version: 1 for the file loaded at start, one more for each reload.
+    public private(set) var version = 1
+    let matchedCounter: StageCounter
     private var hits: [Int] = []
     private var addedNames: [[UInt8]] = []
     private var found = [Int](repeating: -1, count: 15)
     private var buffer: [UInt8] = []
 
+    // Reloading (worker thread only, except `mailbox`).
+    /// The rules file; nil when the stage was built from a matcher.
+    let rulesPath: String?
+    /// nil: no reloading.
+    let reloadEvery: Duration?
+    private var logger: Logger
+    private let clock = ContinuousClock()
+    private var nextCheck: ContinuousClock.Instant
+    private var loadedStamp: GeoFileStamp?
+    /// A file version that failed to load: not tried again until the file changes once more.
+    private var failedStamp: GeoFileStamp?
+    private var missingWarned = false
+    /// A background load is under way; its result arrives in `mailbox`.
+    private var loading = false
+    private let mailbox = RulesMailbox()
+    let reloads: StageCounter
+    let reloadFailures: StageCounter
+    let versionCounter: StageCounter
+
     /// Loads and compiles the rules file.
     public init(config: Config, context: StageContext) throws {
-        let rules = try RulesFile.load(path: context.resolvePath(config.rules))
-        matcher = try RuleMatcher(rules: rules)
+        let path = context.resolvePath(config.rules)
+        let stamp = GeoFileStamp(path: path)
+        matcher = try RuleMatcher(rules: RulesFile.load(path: path))
+        rulesPath = path
+        reloadEvery = config.reload ? .milliseconds(config.reloadCheck.milliseconds) : nil
+        loadedStamp = stamp
+        logger = context.logger
+        nextCheck = clock.now.advanced(by: reloadEvery ?? .zero)
         matchedCounter = context.counter("matched")
+        reloads = context.counter("rules_reloads")
+        reloadFailures = context.counter("rules_reload_failures")
+        versionCounter = context.counter("rules_version")
+        versionCounter.add()
     }
 
-    /// Builds the stage from already loaded rules (tests).
+    /// Builds the stage from already loaded rules (tests); no reloading.
     public init(matcher: RuleMatcher, context: StageContext) {
         self.matcher = matcher
+        rulesPath = nil
+        reloadEvery = nil
+        logger = context.logger
+        nextCheck = clock.now
         matchedCounter = context.counter("matched")
+        reloads = context.counter("rules_reloads")
+        reloadFailures = context.counter("rules_reload_failures")
+        versionCounter = context.counter("rules_version")
+        versionCounter.add()
     }
 
     // Property names read per event, compared by length first.
@@ -46,14 +117,21 @@ public final class MatchStage: Stage {
     ].map { Array($0.utf8) }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
+        if let every = reloadEvery { reloadBetweenBatches(every) }
         if matcher.isEmpty { return }
         for i in batch.events.indices {
             let ev = batch.events[i]
             guard ev.isLive, ev.type.isTrack, ev.eventName.isPresent else { continue }
             let role = Self.role(batch, ev.eventName)
-            if role == .other { continue }
+            if role == .other && !Self.isPageLeave(batch, ev.eventName) { continue }
             found.withUnsafeMutableBufferPointer { for k in $0.indices { $0[k] = -1 } }
             Self.findProperties(batch, ev, &found)
+            // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
+            if pageIgnored(batch) {
+                batch.events[i].flags |= EventFlag.ignoredPage
+                continue
+            }
+            if role == .other { continue }
             hits.removeAll(keepingCapacity: true)
             if Self.needsDecoding(batch, found, role) {
                 if !slowMatch(batch, ev, role) { continue }
@@ -63,16 +141,7 @@ public final class MatchStage: Stage {
             if hits.isEmpty { continue }
             matchedCounter.add()
             addedNames.removeAll(keepingCapacity: true)
-            if found[14] < 0 {
-                let start = batch.scratch.count
-                JSONOut.appendRaw("\"$matched_rules\":[", to: &batch.scratch)
-                for n in hits.indices {
-                    if n > 0 { batch.scratch.append(0x2C) }
-                    matcher.appendID(of: hits[n], to: &batch.scratch)
-                }
-                batch.scratch.append(0x5D)
-                batch.linkAdded(event: i, Span(start, batch.scratch.count))
-            }
+            publishHits(&batch, i, ev)
             for h in hits {
                 guard let action = matcher.action(of: h) else { continue }
                 for (key, value) in action.userDefined {
@@ -100,33 +169,123 @@ public final class MatchStage: Stage {
         }
     }
 
+    private var ignoredPageBytes: [[UInt8]] = []
+    private var ignoredFor: RuleMatcher?
+
+    /// Whether the event's page (`$screen_name`, else `current_url`) is ignored: a byte comparison against
+    /// the few ignored names.
+    private func pageIgnored(_ batch: borrowing EventBatch) -> Bool {
+        if ignoredFor !== matcher {
+            ignoredPageBytes = matcher.ignoredPages.map { Array($0.utf8) }
+            ignoredFor = matcher
+        }
+        let k = found[0] >= 0 ? found[0] : found[1]
+        guard k >= 0 else { return false }
+        let p = batch.properties[k]
+        guard p.kind == .string else { return false }
+        if p.fix == .replace || p.valueEscaped { return matcher.isIgnored(page: Self.text(batch, k)) }
+        let lo = Int(p.value.start) + 1, n = p.value.count - 2
+        for name in ignoredPageBytes where name.count == n {
+            var equal = true
+            for j in 0..<n where batch.json[lo + j] != name[j] { equal = false; break }
+            if equal { return true }
+        }
+        return false
+    }
+
+    static func isPageLeave(_ batch: borrowing EventBatch, _ name: Span) -> Bool {
+        func equal(_ s: StaticString) -> Bool {
+            guard name.count == s.utf8CodeUnitCount else { return false }
+            let lo = Int(name.start)
+            for k in 0..<name.count where batch.json[lo + k] != s.utf8Start[k] { return false }
+            return true
+        }
+        return equal("$AppPageLeave") || equal("leave_view")
+    }
+
+    /// Per rule of the current matcher: its metric and, for `group_by_content` rules, the content item key.
+    private var ruleMetrics: [MatchMetric] = []
+    private var ruleGrouping: [[UInt8]?] = []
+    private var ruleInfoFor: RuleMatcher?
+
+    /// Writes `$matched_rules` (unless the client sent one) and records the hits in `batch.hits` for later
+    /// stages: ids point into the fragment, so they cost nothing extra.
+    private func publishHits(_ batch: inout EventBatch, _ i: Int, _ ev: Event) {
+        if ruleInfoFor !== matcher {
+            let n = matcher.rules.pages.count + matcher.rules.elements.count + matcher.rules.actions.count
+            ruleMetrics = (0..<n).map { matcher.metric(of: $0) }
+            ruleGrouping = (0..<n).map { matcher.groupingKey(of: $0).map { Array($0.utf8) } }
+            ruleInfoFor = matcher
+        }
+        let firstHit = batch.hits.count
+        let start = batch.scratch.count
+        JSONOut.appendRaw("\"$matched_rules\":[", to: &batch.scratch)
+        for n in hits.indices {
+            if n > 0 { batch.scratch.append(0x2C) }
+            let h = hits[n]
+            let idStart = batch.scratch.count
+            matcher.appendID(of: h, to: &batch.scratch)
+            var hit = MatchHit(id: Span(idStart, batch.scratch.count), metric: ruleMetrics[h])
+            if let key = ruleGrouping[h] { (hit.content, hit.contentInScratch) = Self.groupingContent(batch, key, found[8]) }
+            batch.hits.append(hit)
+        }
+        batch.scratch.append(0x5D)
+        if found[14] < 0 { batch.linkAdded(event: i, Span(start, batch.scratch.count)) }
+        batch.events[i].firstHit = Int32(firstHit)
+        batch.events[i].hitCount = Int32(hits.count)
+    }
+
+    /// The content a `group_by_content` hit counts under: the string content (key "") or the item `key` of a
+    /// composite content, as a JSON string span.
+    static func groupingContent(_ batch: borrowing EventBatch, _ key: [UInt8], _ k: Int) -> (Span, Bool) {
+        guard k >= 0 else { return (.absent, false) }
+        let p = batch.properties[k]
+        if key.isEmpty {
+            guard p.kind == .string else { return (.absent, false) }
+            return p.fix == .replace ? (p.replacement, true) : (p.value, false)
+        }
+        guard p.kind == .object, p.fix == .keep else { return (.absent, false) }
+        return batch.json.withUnsafeBytes { j in
+            let lo = Int(p.value.start)
+            let b = UnsafeRawBufferPointer(rebasing: j[lo..<Int(p.value.end)])
+            guard let m = MiniJSON.members(b).first(where: { $0.key == key }), b[m.value.lowerBound] == 0x22 else { return (.absent, false) }
+            return (Span(lo + m.value.lowerBound, lo + m.value.upperBound), false)
+        }
+    }
+
     /// The matcher over decoded Strings (escaped or replaced values); false when the page is ignored.
     private func slowMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole) -> Bool {
-            var f = EventFacts()
-        f.screenName = Self.text(batch, found[0])
-        f.currentURL = Self.text(batch, found[1])
+        let f = Self.facts(batch, ev, role, found)
         if matcher.isIgnored(page: f.page) { return false }
-        f.pagePath = Self.text(batch, found[2])
-        f.appVersion = Self.text(batch, found[3]) ?? Self.libAppVersion(batch, ev.lib)
-        if role == .click {
-            f.elementPath = Self.text(batch, found[4])
-            f.elementType = Self.text(batch, found[5])
-            f.elementPosition = Self.text(batch, found[6])
-            f.elementIndex = Self.text(batch, found[7])
-            if found[8] >= 0 {
-                let p = batch.properties[found[8]]
-                if p.kind == .string { f.content = Self.text(batch, found[8]) } else if p.kind == .object && p.fix == .keep {
-                    f.contentItems = Self.objectItems(batch, p.value)
-                }
-            }
-            f.elementKind = Self.text(batch, found[9])
-            f.target = Self.text(batch, found[10])
-            f.action = Self.text(batch, found[11])
-            f.container = Self.text(batch, found[12])
-            f.tag = Self.text(batch, found[13])
-        }
         matcher.match(role: role, facts: f, into: &hits)
         return true
+    }
+
+    /// What the matcher reads of an event, decoded to Strings; `found` comes from `findProperties`.
+    static func facts(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole, _ found: [Int]) -> EventFacts {
+        var f = EventFacts()
+        f.screenName = text(batch, found[0])
+        f.currentURL = text(batch, found[1])
+        f.pagePath = text(batch, found[2])
+        f.appVersion = text(batch, found[3]) ?? libAppVersion(batch, ev.lib)
+        if role == .click {
+            f.elementPath = text(batch, found[4])
+            f.elementType = text(batch, found[5])
+            f.elementPosition = text(batch, found[6])
+            f.elementIndex = text(batch, found[7])
+            if found[8] >= 0 {
+                let p = batch.properties[found[8]]
+                if p.kind == .string { f.content = text(batch, found[8]) } else if p.kind == .object && p.fix == .keep {
+                    f.contentItems = objectItems(batch, p.value)
+                }
+            }
+            f.elementKind = text(batch, found[9])
+            f.target = text(batch, found[10])
+            f.action = text(batch, found[11])
+            f.container = text(batch, found[12])
+            f.tag = text(batch, found[13])
+        }
+        return f
     }
 
     /// The matcher over raw bytes (no string has escapes or replacements).
@@ -311,6 +470,84 @@ public final class MatchStage: Stage {
         }
         return nil
     }
+}
+
+// MARK: - reloading the rules file
+
+extension MatchStage {
+    /// Between batches: installs a rule set loaded in the background, and looks at the file when it is time.
+    private func reloadBetweenBatches(_ every: Duration) {
+        if loading, let delivery = mailbox.take() {
+            loading = false
+            install(delivery)
+        }
+        if !loading && (every == .zero || clock.now >= nextCheck) { checkRulesFile(every) }
+    }
+
+    /// Starts loading the rules file on a background thread when its stamp changed.
+    private func checkRulesFile(_ every: Duration) {
+        nextCheck = clock.now.advanced(by: every)
+        guard let path = rulesPath else { return }
+        guard let stamp = GeoFileStamp(path: path) else {
+            if !missingWarned {
+                missingWarned = true
+                logger.warning("rules file is gone; keeping the loaded rules", metadata: ["rules": "\(path)", "version": "\(version)"])
+            }
+            return
+        }
+        missingWarned = false
+        if stamp == loadedStamp || stamp == failedStamp { return }
+        loading = true
+        let mailbox = self.mailbox
+        // Parsing YAML and compiling regexes takes milliseconds: not on the worker thread.
+        let thread = Thread {
+            mailbox.put(RulesMailbox.Delivery(stamp: stamp, result: Result { try RuleMatcher(rules: RulesFile.load(path: path)) }))
+        }
+        thread.name = "maidian-rules-load"
+        thread.start()
+    }
+
+    /// Swaps in a freshly loaded rule set (at a batch boundary), or keeps the old one when the file was invalid.
+    private func install(_ delivery: RulesMailbox.Delivery) {
+        let path = rulesPath ?? ""
+        switch delivery.result {
+        case .success(let fresh):
+            let diff = RulesDiff(from: matcher.rules, to: fresh.rules)
+            matcher = fresh
+            loadedStamp = delivery.stamp
+            failedStamp = nil
+            version += 1
+            reloads.add()
+            versionCounter.add()
+            let r = fresh.rules
+            logger.notice("rules reloaded", metadata: [
+                "rules": "\(path)", "version": "\(version)",
+                "added": "\(diff.added.joined(separator: ","))", "removed": "\(diff.removed.joined(separator: ","))",
+                "changed": "\(diff.changed.joined(separator: ","))", "ignore_pages_changed": "\(diff.ignorePagesChanged)",
+                "pages": "\(r.pages.count)", "elements": "\(r.elements.count)", "actions": "\(r.actions.count)",
+            ])
+        case .failure(let error):
+            failedStamp = delivery.stamp
+            reloadFailures.add()
+            // PipelineError descriptions are located: file:line:column: message (hint).
+            logger.error("new rules file does not load; keeping rules version \(version)", metadata: [
+                "rules": "\(path)", "error": "\(error)",
+            ])
+        }
+    }
+}
+
+/// Hands a rule set loaded on a background thread to the worker thread.
+final class RulesMailbox: Sendable {
+    struct Delivery: Sendable {
+        var stamp: GeoFileStamp
+        var result: Result<RuleMatcher, any Error>
+    }
+    private let slot = Mutex<Delivery?>(nil)
+
+    func put(_ delivery: Delivery) { slot.withLock { $0 = delivery } }
+
+    func take() -> Delivery? { slot.withLock { d in defer { d = nil }; return d } }
 }
 
 @inline(__always)

@@ -20,13 +20,16 @@ final class GoldenSampleTests: XCTestCase {
         try broker.createTopic("events.raw", partitions: 8)
         try broker.createTopic("events.enriched", partitions: 8)
         try broker.createTopic("events.dlq", partitions: 4)
+        for t in ["metrics.counts", "metrics.dwell", "crash.trails"] { try broker.createTopic(t, partitions: 4) }
+        let group = "golden-\(UUID().uuidString.prefix(8))"
+        try broker.createTopic("\(group).partials", partitions: 4)
         let bootstrap = broker.bootstrapServers
 
         let produced = try Integration.run(Integration.python, Integration.pythonArgs("kafka_produce_recording.py", [bootstrap, "events.raw", sample.path]), timeout: 180)
         XCTAssertEqual(produced.trimmingCharacters(in: .whitespacesAndNewlines), "9568")
 
         let env = [
-            "MAIDIAN_BROKERS": bootstrap, "MAIDIAN_GROUP": "golden-\(UUID().uuidString.prefix(8))",
+            "MAIDIAN_BROKERS": bootstrap, "MAIDIAN_GROUP": group,
             "MAIDIAN_SESSION_TIMEOUT": "6s", "MAIDIAN_LOG_LEVEL": "info",
             "MAIDIAN_GEO_DB": Integration.shared.appendingPathComponent("geo/test-city.mmdb").path,
             "MAIDIAN_RULES": Integration.shared.appendingPathComponent("traffic/rules-sample.yaml").path,
@@ -40,7 +43,8 @@ final class GoldenSampleTests: XCTestCase {
             XCTAssertEqual(status, 0, "worker \(i) exit status; stderr:\n\(w.stderr.suffix(4000))")
         }
 
-        let records = try Integration.dumpTopics(bootstrap: bootstrap, ["events.enriched", "events.dlq"])
+        let records = try Integration.dumpTopics(bootstrap: bootstrap, ["events.enriched", "events.dlq", "metrics.counts", "metrics.dwell", "crash.trails"])
+        try GoldenChecks.checkWindows(records: records, expected: expected)
         let enriched = records.filter { $0.topic == "events.enriched" }
         let dlq = records.filter { $0.topic == "events.dlq" }
 

@@ -92,7 +92,9 @@ enum Integration {
     }
 
     /// Reads topics with the independent Python reader; returns parsed records.
-    static func dumpTopics(bootstrap: String, _ topics: [String]) throws -> [(topic: String, key: String?, value: String)] {
+    typealias DumpedRecord = (topic: String, key: String?, value: String)
+
+    static func dumpTopics(bootstrap: String, _ topics: [String]) throws -> [DumpedRecord] {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("dump-\(UUID().uuidString).ndjson")
         try run(python, pythonArgs("kafka_dump_topics.py", [bootstrap, out.path] + topics), timeout: 180)
         let text = try String(contentsOf: out, encoding: .utf8)

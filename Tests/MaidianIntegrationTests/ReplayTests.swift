@@ -28,13 +28,20 @@ final class ReplayTests: XCTestCase {
         let logger = Logger(label: "replay-test")
         let full = try EmbeddedBroker(brokers: 1, logger: logger)
         let range = try EmbeddedBroker(brokers: 1, logger: logger)
+        let windowed = ["metrics.counts", "metrics.dwell", "crash.trails"]
+        let liveGroup = "live-\(UUID().uuidString.prefix(8))"
         for b in [full, range] {
             try b.createTopic("events.raw", partitions: 8)
             try b.createTopic("events.enriched", partitions: 8)
             try b.createTopic("events.dlq", partitions: 4)
+            for t in windowed { try b.createTopic(t, partitions: 4) }
         }
+        // The replay writes every output to <name>.replay and merges windows through its own group's partials topic.
         try full.createTopic("events.enriched.replay", partitions: 8)
         try full.createTopic("events.dlq.replay", partitions: 4)
+        for t in windowed { try full.createTopic(t + ".replay", partitions: 4) }
+        try full.createTopic("\(liveGroup).replay-\(from).partials", partitions: 4)
+        try range.createTopic("\(liveGroup).partials", partitions: 4)
         for (b, file, n) in [(full, sample, lines.count), (range, rangeFile, inRange.count)] {
             let out = try Integration.run(Integration.python, Integration.pythonArgs("kafka_produce_recording.py", [b.bootstrapServers, "events.raw", file.path]), timeout: 180)
             XCTAssertEqual(out.trimmingCharacters(in: .whitespacesAndNewlines), "\(n)")
@@ -43,7 +50,7 @@ final class ReplayTests: XCTestCase {
         let pipeline = Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path
         func env(_ b: EmbeddedBroker) -> [String: String] {
             [
-                "MAIDIAN_BROKERS": b.bootstrapServers, "MAIDIAN_GROUP": "live-\(UUID().uuidString.prefix(8))",
+                "MAIDIAN_BROKERS": b.bootstrapServers, "MAIDIAN_GROUP": liveGroup,
                 "MAIDIAN_SESSION_TIMEOUT": "6s", "MAIDIAN_LOG_LEVEL": "info",
                 "MAIDIAN_GEO_DB": Integration.shared.appendingPathComponent("geo/test-city.mmdb").path,
                 "MAIDIAN_RULES": Integration.shared.appendingPathComponent("traffic/rules-sample.yaml").path,
@@ -68,13 +75,15 @@ final class ReplayTests: XCTestCase {
             XCTAssertEqual(Set(o.keys), ["time", "level", "label", "message", "metadata"], "\(line)")
             messages.append(o["message"] as? String ?? "")
         }
-        XCTAssertTrue(messages.contains { $0.hasPrefix("assigned partitions [0, 1, 2, 3, 4, 5, 6, 7]") }, "\(messages)")
+        XCTAssertTrue(messages.contains { $0.hasPrefix("assigned partitions") && $0.contains("events.raw/7") }, "\(messages)")
         XCTAssertEqual(messages.filter { $0.contains("start found by search") }.count, 8, "the mock cannot look up by time: \(messages)")
         XCTAssertTrue(messages.contains { $0.hasPrefix("replay finished: \(inRange.count) records") }, "\(messages)")
 
-        let replayed = try Integration.dumpTopics(bootstrap: full.bootstrapServers, ["events.enriched.replay", "events.dlq.replay", "events.enriched", "events.dlq"])
-        let expected = try Integration.dumpTopics(bootstrap: range.bootstrapServers, ["events.enriched", "events.dlq"])
-        XCTAssertEqual(replayed.filter { $0.topic == "events.enriched" || $0.topic == "events.dlq" }.count, 0, "the live output topics stay untouched")
+        let replayed = try Integration.dumpTopics(
+            bootstrap: full.bootstrapServers, ["events.enriched.replay", "events.dlq.replay", "events.enriched", "events.dlq"] + windowed + windowed.map { $0 + ".replay" })
+        let expected = try Integration.dumpTopics(bootstrap: range.bootstrapServers, ["events.enriched", "events.dlq"] + windowed)
+        XCTAssertEqual(replayed.filter { ["events.enriched", "events.dlq"].contains($0.topic) || windowed.contains($0.topic) }.count, 0,
+                       "the live output topics stay untouched")
 
         // The enriched events are those of the range's records, and only those.
         let got = replayed.filter { $0.topic == "events.enriched.replay" }
@@ -102,6 +111,21 @@ final class ReplayTests: XCTestCase {
         let dlq = try withoutSource(replayed, "events.dlq.replay")
         XCTAssertGreaterThan(dlq.count, 0)
         XCTAssertEqual(dlq, try withoutSource(expected, "events.dlq"))
+
+        // Windowed outputs: the last value per key of metrics.counts, and the records of metrics.dwell and
+        // crash.trails, are those of the range's records.
+        func lastPerKey(_ rs: [Integration.DumpedRecord], _ topic: String) -> [String: String] {
+            var last: [String: String] = [:]
+            for r in rs where r.topic == topic { last[r.key ?? ""] = r.value }
+            return last
+        }
+        let counts = lastPerKey(replayed, "metrics.counts.replay")
+        XCTAssertGreaterThan(counts.count, 10)
+        XCTAssertEqual(counts, lastPerKey(expected, "metrics.counts"), "metrics.counts of the range")
+        for t in ["metrics.dwell", "crash.trails"] {
+            XCTAssertEqual(Set(replayed.filter { $0.topic == t + ".replay" }.map(\.value)), Set(expected.filter { $0.topic == t }.map(\.value)), t)
+        }
+        XCTAssertGreaterThan(replayed.filter { $0.topic == "metrics.dwell.replay" }.count, 10)
 
         // Again, --from in epoch ms this time: the same default group, which resumes from its committed
         // offsets, the stop offsets: nothing to do.

@@ -45,7 +45,7 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(spec.source.limits, RecordLimits(maxCompressedBytes: 1 << 20, maxDecompressedBytes: 16 << 20, maxEventsPerRecord: 10_000))
         XCTAssertEqual(spec.source.kafka, [:])
         XCTAssertEqual(spec.producerKafka, [:])
-        XCTAssertEqual(spec.stages.map(\.kind), ["validate", "calibrate_time", "dedup", "record_presets", "location", "device", "match"])
+        XCTAssertEqual(spec.stages.map(\.kind), ["validate", "calibrate_time", "dedup", "record_presets", "location", "device", "noise_filter", "match", "windows"])
         XCTAssertEqual(spec.outputs.map(\.kind), ["enriched", "dead_letter"])
         XCTAssertEqual(spec.outputTopics, ["events.enriched", "events.dlq"])
 
@@ -61,16 +61,23 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(location.database, "../data/test-city.mmdb")
         XCTAssertEqual(location.locale, "zh-CN")
         XCTAssertEqual(location.reloadCheck, .seconds(5))
+        XCTAssertEqual(try spec.stages[6].node.decode(NoiseFilterStage.Config.self, ignoringKeys: ["kind"]).rules, [.tabBarTouches])
+        let match = try spec.stages[7].node.decode(MatchStage.Config.self, ignoringKeys: ["kind"])
+        XCTAssertEqual(match.rules, "../data/rules-sample.yaml")
+        XCTAssertTrue(match.reload)
+        XCTAssertEqual(match.reloadCheck, .seconds(1))
         XCTAssertEqual(try spec.outputs[0].node.decode(EnrichedOutput.Config.self, ignoringKeys: ["kind"]).topic, "events.enriched")
         XCTAssertEqual(try spec.outputs[1].node.decode(DeadLetterOutput.Config.self, ignoringKeys: ["kind"]).topic, "events.dlq")
 
         let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Self.logger)
-        XCTAssertEqual(engine.stageNames, ["validate", "calibrate_time", "dedup", "record_presets", "location", "device", "match", "enriched", "dead_letter"])
-        XCTAssertEqual(engine.counts.count, 9)
+        XCTAssertEqual(engine.stageNames, ["validate", "calibrate_time", "dedup", "record_presets", "location", "device", "noise_filter", "match", "windows", "enriched", "dead_letter"])
+        XCTAssertEqual(engine.counts.count, 11)
         XCTAssertEqual(engine.decoder.limits, spec.source.limits)
         XCTAssertEqual(engine.counters.map { "\($0.stage).\($0.counter.name)" }, [
             "calibrate_time.calibrated", "dedup.duplicates", "location.located", "location.lookups", "location.reloads",
-            "device.unknown", "device.os_from_ua", "match.matched",
+            "device.unknown", "device.os_from_ua", "noise_filter.noise_dropped", "noise_filter.tab_bar_touch",
+            "match.matched", "match.rules_reloads", "match.rules_reload_failures", "match.rules_version",
+            "windows.late", "windows.orphan_leaves", "windows.visits_closed", "windows.trails", "windows.idle_partitions",
         ])
         // The kind locations point into the file.
         XCTAssertEqual(spec.stages[2].kindLocation.description, "\(Self.appAnalytics):26:11")
@@ -180,7 +187,7 @@ final class PipelineSpecTests: XCTestCase {
         // Far from every kind: the hint lists them.
         XCTAssertEqual(
             errors("outputs:\n  - kind: kafka_sink\n"),
-            ["t.yaml:2:11: unknown stage kind 'kafka_sink' (expected one of: validate, calibrate_time, dedup, record_presets, location, device, match, enriched, dead_letter)"])
+            ["t.yaml:2:11: unknown stage kind 'kafka_sink' (expected one of: validate, calibrate_time, dedup, record_presets, location, device, noise_filter, match, windows, enriched, dead_letter)"])
     }
 
     func testUnknownKeyInsideStageConfig() {
@@ -369,9 +376,9 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(counter(engine, "dedup.duplicates"), 1)
         XCTAssertEqual(counter(engine, "calibrate_time.calibrated"), 1)
 
-        // The outputs agree with the counts.
         var enriched: [[String: Any]] = [], reasons: [String: Int] = [:]
-        for (i, m) in output.messages.enumerated() {
+        // The outputs agree with the counts (the windows stage's own topics aside).
+        for (i, m) in output.messages.enumerated() where ["events.enriched", "events.dlq"].contains(output.topics[Int(m.topic)]) {
             let o = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(output.valueString(i).utf8)) as? [String: Any])
             if output.topics[Int(m.topic)] == "events.enriched" {
                 XCTAssertEqual(output.keyString(i), o["distinct_id"] as? String)

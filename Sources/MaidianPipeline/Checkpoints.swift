@@ -1,0 +1,79 @@
+import MaidianEvents
+
+/// Where re-reading a partition must start so that stateful stages rebuild their state, and what to tell
+/// them when it does. Committed as Kafka offset metadata beside the offset (see docs/recovery.md).
+public struct ReplayPoint: Sendable, Equatable {
+    /// First offset to re-read.
+    public var offset: Int64
+    /// Newest event time seen before `offset` (nil: none).
+    public var maxEventTime: Int64?
+
+    public init(offset: Int64, maxEventTime: Int64?) {
+        self.offset = offset
+        self.maxEventTime = maxEventTime
+    }
+
+    /// The metadata text: `maidian/1 replay_from=<offset> max_time=<ms or ->`.
+    public var metadata: String {
+        "maidian/1 replay_from=\(offset) max_time=\(maxEventTime.map(String.init) ?? "-")"
+    }
+
+    /// Parses `metadata`; nil for anything else (another tool's metadata, or none).
+    public init?(metadata: String) {
+        let parts = metadata.split(separator: " ")
+        guard parts.count == 3, parts[0] == "maidian/1",
+              parts[1].hasPrefix("replay_from="), let o = Int64(parts[1].dropFirst(12)),
+              parts[2].hasPrefix("max_time=") else { return nil }
+        let m = parts[2].dropFirst(9)
+        if m == "-" { maxEventTime = nil } else if let v = Int64(m) { maxEventTime = v } else { return nil }
+        offset = o
+    }
+}
+
+/// The newest event time of one source partition as it grew with offsets: `samples[i]` says that every
+/// record up to `offset` held event times at most `maxTime`. Newest event time only grows, so the replay
+/// point for a state horizon H is just after the last sample still more than H behind.
+struct PartitionClock {
+    struct Sample {
+        var offset: Int64
+        var maxTime: Int64?
+    }
+
+    var maxTime: Int64?
+    var samples: [Sample] = []
+
+    init(start: ReplayPoint) {
+        maxTime = start.maxEventTime
+        samples = [Sample(offset: start.offset - 1, maxTime: start.maxEventTime)]
+    }
+
+    mutating func advance(lastOffset: Int64, batchMax: Int64?) {
+        if let b = batchMax, maxTime.map({ b > $0 }) ?? true { maxTime = b }
+        if let last = samples.last, last.maxTime == maxTime {
+            samples[samples.count - 1].offset = max(last.offset, lastOffset)
+        } else {
+            samples.append(Sample(offset: lastOffset, maxTime: maxTime))
+        }
+    }
+
+    /// The replay point for a commit of `next` (every record before it is done) with state horizon `horizon`.
+    mutating func replayPoint(next: Int64, horizon: Int64) -> ReplayPoint {
+        // The clock at `next - 1`, or a lower bound of it (the last sample at or before it).
+        guard let atNext = samples.lastIndex(where: { $0.offset <= next - 1 }) else {
+            return ReplayPoint(offset: samples[0].offset + 1, maxEventTime: samples[0].maxTime)
+        }
+        guard let m = samples[atNext].maxTime else {
+            // No event time yet: no state either.
+            return ReplayPoint(offset: next, maxEventTime: nil)
+        }
+        let threshold = m &- horizon
+        var j = -1
+        for i in 0...atNext {
+            if let t = samples[i].maxTime, t >= threshold { break }
+            j = i
+        }
+        guard j >= 0 else { return ReplayPoint(offset: samples[0].offset + 1, maxEventTime: samples[0].maxTime) }
+        if j > 0 { samples.removeFirst(j) }
+        return ReplayPoint(offset: samples[0].offset + 1, maxEventTime: samples[0].maxTime)
+    }
+}

@@ -1,0 +1,47 @@
+/// What changed between two versions of a rules file, by rule id (action rules: their identifier).
+public struct RulesDiff: Sendable, Equatable {
+    /// Ids only in the new version, in file order.
+    public var added: [String] = []
+    /// Ids only in the old version, in file order.
+    public var removed: [String] = []
+    /// Ids in both whose definition differs (where an id sits in the file does not count).
+    public var changed: [String] = []
+    /// Whether `ignore_pages` differs.
+    public var ignorePagesChanged = false
+
+    /// No rule and no ignored page changed.
+    public var isEmpty: Bool { added.isEmpty && removed.isEmpty && changed.isEmpty && !ignorePagesChanged }
+
+    /// Compares `new` with `old`.
+    public init(from old: RulesFile, to new: RulesFile) {
+        let before = Dictionary(RuleDefinition.all(old), uniquingKeysWith: { a, _ in a })
+        let after = Dictionary(RuleDefinition.all(new), uniquingKeysWith: { a, _ in a })
+        for (id, definition) in RuleDefinition.all(new) {
+            if let previous = before[id] {
+                if previous != definition { changed.append(id) }
+            } else {
+                added.append(id)
+            }
+        }
+        removed = RuleDefinition.all(old).map(\.0).filter { after[$0] == nil }
+        ignorePagesChanged = Set(old.ignorePages) != Set(new.ignorePages)
+    }
+}
+
+/// A rule's definition without its id and source location, for comparing versions.
+private enum RuleDefinition: Equatable {
+    case page(screen: String?, pagePath: String?, versions: [VersionCondition])
+    case element([String?], [Int?], groupByContent: Bool, versions: [VersionCondition])
+    case action(ActionKind, userDefined: [[String]], pagePara: [PageParameter])
+
+    static func all(_ rules: RulesFile) -> [(String, RuleDefinition)] {
+        rules.pages.map { ($0.id, .page(screen: $0.screen, pagePath: $0.pagePath, versions: $0.appVersions)) }
+            + rules.elements.map { e in
+                (e.id, .element([e.screen, e.pagePath, e.path, e.type, e.content, e.contentKey, e.identifierRegex],
+                                [e.index, e.section, e.row], groupByContent: e.groupByContent, versions: e.appVersions))
+            }
+            + rules.actions.map { a in
+                (a.id, .action(a.kind, userDefined: a.userDefined.map { [$0.0, $0.1] }, pagePara: a.pagePara))
+            }
+    }
+}

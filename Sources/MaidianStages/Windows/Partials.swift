@@ -1,0 +1,156 @@
+import MaidianEvents
+
+/// The partial aggregate of one source partition for one `metrics.counts` key and window, as it travels
+/// through the internal topic (keyed by the output key) to the worker that merges that key.
+struct PartialAggregate: Equatable {
+    var sourcePartition: Int32
+    var windowEnd: Int64
+    /// The output record up to its counts: `{"metric":..,"rule":..,"window_start":..,"window_end":..,"dims":{..}`.
+    var head: [UInt8]
+    var count: Int64
+    var users: UserSet
+    var isDwell: Bool
+    var sumMs: Int64
+    var durations: DurationDigest
+}
+
+/// Messages of the internal topic. Binary, little-endian, version byte first: only Maidian reads them.
+enum InternalMessage: Equatable {
+    case partial(PartialAggregate)
+    /// Every partial of `source` for windows ending at or before `watermark` was written before this
+    /// (`Int64.max`: the partition's input is finished). `idle`: the partition has had no input for the
+    /// idle timeout and must not hold windows back.
+    case progress(source: Int32, watermark: Int64, idle: Bool)
+
+    static let version: UInt8 = 1
+
+    func encode(into out: inout [UInt8]) {
+        out.append(Self.version)
+        switch self {
+        case .progress(let source, let watermark, let idle):
+            out.append(2)
+            out.appendLE(source)
+            out.appendLE(watermark)
+            out.append(idle ? 1 : 0)
+        case .partial(let p):
+            out.append(1)
+            out.appendLE(p.sourcePartition)
+            out.appendLE(p.windowEnd)
+            out.appendLE(Int32(p.head.count))
+            out.append(contentsOf: p.head)
+            out.appendLE(p.count)
+            if p.users.isSketch {
+                out.append(1)
+                out.append(contentsOf: p.users.registers)
+            } else {
+                out.append(0)
+                out.appendLE(Int32(p.users.exact.count))
+                for h in p.users.exact.sorted() { out.appendLE(h) }
+            }
+            out.append(p.isDwell ? 1 : 0)
+            if p.isDwell {
+                out.appendLE(p.sumMs)
+                if p.durations.bucketed {
+                    out.append(1)
+                    out.appendLE(Int32(p.durations.buckets.count))
+                    for b in p.durations.buckets.keys.sorted() {
+                        out.appendLE(b)
+                        out.appendLE(p.durations.buckets[b]!)
+                    }
+                } else {
+                    out.append(0)
+                    out.appendLE(Int32(p.durations.values.count))
+                    for v in p.durations.values { out.appendLE(v) }
+                }
+            }
+        }
+    }
+
+    struct Malformed: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func decode(_ bytes: [UInt8]) throws -> InternalMessage {
+        var r = ByteReader(bytes: bytes)
+        guard try r.u8() == version else { throw Malformed(description: "unknown internal message version") }
+        switch try r.u8() {
+        case 2:
+            return .progress(source: try r.i32(), watermark: try r.i64(), idle: try r.u8() != 0)
+        case 1:
+            let source = try r.i32()
+            let windowEnd = try r.i64()
+            let head = try r.bytes(Int(try r.i32()))
+            let count = try r.i64()
+            var users: UserSet
+            if try r.u8() == 1 {
+                users = UserSet(exact: [], registers: try r.bytes(UserSet.registerCount))
+            } else {
+                let n = Int(try r.i32())
+                var set = Set<UInt64>(minimumCapacity: n)
+                for _ in 0..<n { set.insert(try r.u64()) }
+                users = UserSet(exact: set, registers: [])
+            }
+            let isDwell = try r.u8() != 0
+            var sum: Int64 = 0
+            var durations = DurationDigest()
+            if isDwell {
+                sum = try r.i64()
+                if try r.u8() == 1 {
+                    var buckets: [Int32: Int64] = [:]
+                    for _ in 0..<Int(try r.i32()) { buckets[try r.i32()] = try r.i64() }
+                    durations = DurationDigest(values: [], buckets: buckets, bucketed: true)
+                } else {
+                    var values: [Int64] = []
+                    for _ in 0..<Int(try r.i32()) { values.append(try r.i64()) }
+                    durations = DurationDigest(values: values, buckets: [:], bucketed: false)
+                }
+            }
+            return .partial(PartialAggregate(
+                sourcePartition: source, windowEnd: windowEnd, head: head, count: count, users: users,
+                isDwell: isDwell, sumMs: sum, durations: durations))
+        default:
+            throw Malformed(description: "unknown internal message type")
+        }
+    }
+}
+
+struct ByteReader {
+    let bytes: [UInt8]
+    var i = 0
+
+    mutating func u8() throws -> UInt8 {
+        guard i < bytes.count else { throw InternalMessage.Malformed(description: "truncated internal message") }
+        defer { i += 1 }
+        return bytes[i]
+    }
+
+    mutating func u64() throws -> UInt64 {
+        guard i + 8 <= bytes.count else { throw InternalMessage.Malformed(description: "truncated internal message") }
+        var v: UInt64 = 0
+        for k in 0..<8 { v |= UInt64(bytes[i + k]) << UInt64(8 * k) }
+        i += 8
+        return v
+    }
+
+    mutating func i64() throws -> Int64 { Int64(bitPattern: try u64()) }
+
+    mutating func i32() throws -> Int32 {
+        guard i + 4 <= bytes.count else { throw InternalMessage.Malformed(description: "truncated internal message") }
+        var v: UInt32 = 0
+        for k in 0..<4 { v |= UInt32(bytes[i + k]) << UInt32(8 * k) }
+        i += 4
+        return Int32(bitPattern: v)
+    }
+
+    mutating func bytes(_ n: Int) throws -> [UInt8] {
+        guard n >= 0, i + n <= bytes.count else { throw InternalMessage.Malformed(description: "truncated internal message") }
+        defer { i += n }
+        return Array(bytes[i..<i + n])
+    }
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendLE(_ v: UInt64) { for k in 0..<8 { append(UInt8(truncatingIfNeeded: v >> UInt64(8 * k))) } }
+    mutating func appendLE(_ v: Int64) { appendLE(UInt64(bitPattern: v)) }
+    mutating func appendLE(_ v: Int32) { for k in 0..<4 { append(UInt8(truncatingIfNeeded: UInt32(bitPattern: v) >> UInt32(8 * k))) } }
+}

@@ -1,0 +1,182 @@
+import MaidianEvents
+
+/// The aggregates of one window: key hash → aggregate, and the list in creation order.
+final class WindowAggregates {
+    var table = HashTable64(capacity: 64)
+    var list: [Int32] = []
+}
+
+/// A window aggregate of one source partition: one future `metrics.counts` key.
+struct Aggregate {
+    var key: [UInt8]
+    var head: [UInt8]
+    var windowEnd: Int64
+    var count: Int64 = 0
+    var users = UserSet()
+    var isDwell: Bool
+    var sum: Int64 = 0
+    var durations = DurationDigest()
+}
+
+/// An open page visit. 24 bytes; with its share of the user's array, well under the 300-byte budget.
+struct Visit {
+    var page: Int32
+    var rules: Int32
+    var dims: Int32
+    var enter: Int64
+}
+
+struct TrailEntry {
+    var time: Int64
+    var event: Int32
+    var page: Int32
+    var element: Int32
+}
+
+/// What a partition keeps per `distinct_id`: open visits and the crash trail.
+struct UserState {
+    var id: [UInt8]
+    var hash: UInt64
+    var visits: [Visit] = []
+    var trail: [TrailEntry] = []
+    var lastTime: Int64
+}
+
+enum Role: UInt8 {
+    case pageEnter = 0, pageLeave, click, appStart, appEnd, crash
+}
+
+/// An event waiting until the watermark passes it, so that pairing sees events in event-time order.
+struct PendingEvent {
+    var time: Int64
+    var seq: Int64
+    var user: Int32
+    var role: Role
+    var page: Int32
+    var element: Int32
+    var event: Int32
+    var rules: Int32
+    var dims: Int32
+    var appVersion: Int32
+}
+
+/// A min-heap by (time, arrival).
+struct PendingHeap {
+    private(set) var items: [PendingEvent] = []
+
+    var isEmpty: Bool { items.isEmpty }
+    var top: PendingEvent? { items.first }
+    var count: Int { items.count }
+
+    @inline(__always) private static func less(_ a: PendingEvent, _ b: PendingEvent) -> Bool {
+        a.time < b.time || (a.time == b.time && a.seq < b.seq)
+    }
+
+    mutating func push(_ e: PendingEvent) {
+        items.append(e)
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            if !Self.less(items[i], items[parent]) { break }
+            items.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> PendingEvent? {
+        guard !items.isEmpty else { return nil }
+        let first = items[0]
+        let last = items.removeLast()
+        if !items.isEmpty {
+            items[0] = last
+            var i = 0
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var m = i
+                if l < items.count && Self.less(items[l], items[m]) { m = l }
+                if r < items.count && Self.less(items[r], items[m]) { m = r }
+                if m == i { break }
+                items.swapAt(i, m)
+                i = m
+            }
+        }
+        return first
+    }
+}
+
+/// Everything the windows stage keeps for one source partition.
+final class PartitionWindows {
+    let partition: Int32
+    /// Newest event time (track events) seen on the partition.
+    @exclusivity(unchecked) var maxTime: Int64?
+    @exclusivity(unchecked) var seq: Int64 = 0
+
+    @exclusivity(unchecked) var aggregates: [Aggregate] = []
+    @exclusivity(unchecked) var freeAggregates: [Int32] = []
+    /// Window end → its aggregates.
+    @exclusivity(unchecked) var windows: [Int64: WindowAggregates] = [:]
+
+    /// distinct_id hash → index in `users`.
+    @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
+    @exclusivity(unchecked) var users: [UserState] = []
+    @exclusivity(unchecked) var freeUsers: [Int32] = []
+    @exclusivity(unchecked) var pending = PendingHeap()
+
+    /// Last record of the partition in the current batch: outputs the batch causes are attributed to it.
+    @exclusivity(unchecked) var lastRecord: Int32 = -1
+    var progressSent: Int64 = .min
+    var idleSent = false
+    var lastInput = ContinuousClock.now
+    var lastSweep: Int64 = .min
+
+    init(partition: Int32, maxTime: Int64?) {
+        self.partition = partition
+        self.maxTime = maxTime
+    }
+
+    var watermark: Int64? { maxTime }
+
+    func user(hash: UInt64, id: () -> [UInt8], time: Int64) -> Int32 {
+        if let u = userByHash.get(hash) { return Int32(u) }
+        let state = UserState(id: id(), hash: hash, lastTime: time)
+        let u: Int32
+        if let free = freeUsers.popLast() {
+            u = free
+            users[Int(u)] = state
+        } else {
+            u = Int32(users.count)
+            users.append(state)
+        }
+        userByHash.set(hash, Int64(u))
+        return u
+    }
+
+    /// Indexes of the users in use, in index order.
+    var liveUsers: [Int32] {
+        var out: [Int32] = []
+        for (i, s) in users.enumerated() where s.hash != 0 || !s.id.isEmpty { out.append(Int32(i)) }
+        return out
+    }
+
+    /// Forgets users with nothing open whose last activity is older than `before`.
+    func expireUsers(before: Int64) {
+        var removed = false
+        for u in liveUsers {
+            let s = users[Int(u)]
+            if s.visits.isEmpty && s.lastTime < before {
+                users[Int(u)] = UserState(id: [], hash: 0, lastTime: .min)
+                freeUsers.append(u)
+                removed = true
+            }
+        }
+        guard removed else { return }
+        // The table has no removal: rebuild it from the users kept (once per window of event time at most).
+        var table = HashTable64(capacity: max(1024, users.count - freeUsers.count))
+        for u in liveUsers { table.set(users[Int(u)].hash, Int64(u)) }
+        userByHash = table
+    }
+
+    /// Open visits over all users (for the state-size report).
+    var openVisits: Int { liveUsers.reduce(0) { $0 + users[Int($1)].visits.count } }
+    var userCount: Int { liveUsers.count }
+}

@@ -1,0 +1,157 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Distinct users of one aggregate: exact (64-bit hashes of `distinct_id`) up to `exactLimit`, then a
+/// HyperLogLog of 2^14 registers (standard error 0.81%). Both forms merge, so partial aggregates of
+/// different partitions and workers combine into the same answer in any order.
+public struct UserSet: Sendable, Equatable {
+    /// Above this many distinct users a set becomes a sketch (SPEC: exact below 1,000).
+    public static let exactLimit = 1000
+    static let precision = 14
+    static let registerCount = 1 << precision
+
+    public private(set) var exact: Set<UInt64> = []
+    /// Empty until the set turns into a sketch.
+    public private(set) var registers: [UInt8] = []
+
+    public init() {}
+
+    public var isSketch: Bool { !registers.isEmpty }
+
+    @inline(__always)
+    public mutating func insert(_ hash: UInt64) {
+        if isSketch { Self.add(hash, to: &registers); return }
+        exact.insert(hash)
+        if exact.count > Self.exactLimit { toSketch() }
+    }
+
+    /// The union with `other`.
+    public mutating func merge(_ other: UserSet) {
+        if other.isSketch {
+            if !isSketch { toSketch() }
+            for i in 0..<Self.registerCount where other.registers[i] > registers[i] { registers[i] = other.registers[i] }
+        } else {
+            for h in other.exact { insert(h) }
+        }
+    }
+
+    /// Replaces the set by a sketch of the same hashes.
+    public mutating func toSketch() {
+        if isSketch { return }
+        registers = [UInt8](repeating: 0, count: Self.registerCount)
+        for h in exact { Self.add(h, to: &registers) }
+        exact = []
+    }
+
+    /// Exact count, or the sketch's estimate (HyperLogLog with linear counting for small cardinalities).
+    public var count: Int {
+        guard isSketch else { return exact.count }
+        let m = Double(Self.registerCount)
+        var sum = 0.0
+        var zeros = 0
+        for r in registers {
+            sum += 1.0 / Double(UInt64(1) << UInt64(r))
+            if r == 0 { zeros += 1 }
+        }
+        let alpha = 0.7213 / (1 + 1.079 / m)
+        let raw = alpha * m * m / sum
+        if raw <= 2.5 * m && zeros > 0 {
+            return Int((m * log(m / Double(zeros))).rounded())
+        }
+        return Int(raw.rounded())
+    }
+
+    @inline(__always)
+    static func add(_ hash: UInt64, to registers: inout [UInt8]) {
+        // The hash of a distinct_id is already mixed (Hash64); mix once more so that the register index and
+        // the rank use independent-looking bits even for weak inputs.
+        var x = hash &* 0x9E37_79B9_7F4A_7C15
+        x ^= x >> 29
+        let index = Int(x >> UInt64(64 - precision))
+        let rest = x << UInt64(precision)
+        let rank = UInt8(min(rest.leadingZeroBitCount, 64 - precision) + 1)
+        if rank > registers[index] { registers[index] = rank }
+    }
+
+    /// Restores a set from its serialized parts (partials).
+    init(exact: Set<UInt64>, registers: [UInt8]) {
+        self.exact = exact
+        self.registers = registers
+    }
+}
+
+/// Visit durations of one dwell aggregate, for p50/p90: exact up to `exactLimit` values, then logarithmic
+/// buckets 2% wide (relative error at most 1%). Mergeable like `UserSet`.
+public struct DurationDigest: Sendable, Equatable {
+    public static let exactLimit = 1000
+    static let gamma = 1.02
+
+    public private(set) var values: [Int64] = []
+    /// Bucket index → count, once the digest is bucketed.
+    public private(set) var buckets: [Int32: Int64] = [:]
+    public private(set) var bucketed = false
+
+    public init() {}
+
+    init(values: [Int64], buckets: [Int32: Int64], bucketed: Bool) {
+        self.values = values
+        self.buckets = buckets
+        self.bucketed = bucketed
+    }
+
+    public mutating func add(_ ms: Int64) {
+        if bucketed { buckets[Self.bucket(ms), default: 0] += 1; return }
+        values.append(ms)
+        if values.count > Self.exactLimit { toBuckets() }
+    }
+
+    public mutating func merge(_ other: DurationDigest) {
+        if other.bucketed {
+            toBuckets()
+            for (b, n) in other.buckets { buckets[b, default: 0] += n }
+        } else {
+            for v in other.values { add(v) }
+        }
+    }
+
+    mutating func toBuckets() {
+        if bucketed { return }
+        bucketed = true
+        for v in values { buckets[Self.bucket(v), default: 0] += 1 }
+        values = []
+    }
+
+    static func bucket(_ ms: Int64) -> Int32 {
+        if ms <= 0 { return -1 }
+        return Int32(log(Double(ms)) / log(gamma))
+    }
+
+    static func bucketValue(_ b: Int32) -> Int64 {
+        if b < 0 { return 0 }
+        // The bucket's geometric middle.
+        return Int64((exp(Double(b) * log(gamma)) * (1 + gamma) / 2).rounded())
+    }
+
+    /// The nearest-rank percentile (`q` in 0...1), or 0 when empty.
+    public func percentile(_ q: Double) -> Int64 {
+        if !bucketed {
+            if values.isEmpty { return 0 }
+            let sorted = values.sorted()
+            let rank = max(1, Int((q * Double(sorted.count)).rounded(.up)))
+            return sorted[min(rank, sorted.count) - 1]
+        }
+        let total = buckets.values.reduce(0, +)
+        if total == 0 { return 0 }
+        let rank = max(1, Int64((q * Double(total)).rounded(.up)))
+        var seen: Int64 = 0
+        for b in buckets.keys.sorted() {
+            seen += buckets[b]!
+            if seen >= rank { return Self.bucketValue(b) }
+        }
+        return 0
+    }
+}
+

@@ -1,0 +1,254 @@
+import MaidianEvents
+import MaidianPipeline
+
+extension WindowsStage {
+    /// After a partition's input moved on: pair what the watermark passed, expire visits, write the windows
+    /// the watermark closed and tell the mergers how far this partition is. `final`: the end of a bounded run.
+    func advance(_ st: PartitionWindows, final: Bool, record: Int32, output: inout OutputBuffer) {
+        if st.idleSent && !final {
+            st.idleSent = false
+            st.progressSent = .min  // report the real watermark again
+        }
+        let watermark = st.maxTime.map { $0 &- lateness }
+        if final {
+            while let e = st.pending.pop() { apply(e, st, record: record, output: &output) }
+            if let watermark { sweep(st, watermark: watermark, record: record, output: &output) }
+            closeAll(st, by: "end_of_input", record: record, output: &output)
+            for end in st.windows.keys.sorted() { closeWindow(st, end: end, record: record, output: &output) }
+            sendProgress(st, .max, idle: false, record: record, output: &output)
+            return
+        }
+        guard let watermark else { return }
+        while let top = st.pending.top, top.time <= watermark {
+            _ = st.pending.pop()
+            apply(top, st, record: record, output: &output)
+        }
+        let bucket = floorDiv(watermark, window)
+        if bucket > st.lastSweep {
+            st.lastSweep = bucket
+            sweep(st, watermark: watermark, record: record, output: &output)
+        }
+        for end in st.windows.keys.sorted() where end <= watermark {
+            closeWindow(st, end: end, record: record, output: &output)
+        }
+        if st.progressSent == .min || floorDiv(watermark, window) > floorDiv(st.progressSent, window) {
+            sendProgress(st, watermark, idle: false, record: record, output: &output)
+        }
+    }
+
+    /// Times out visits the watermark has passed and forgets users with nothing left to need.
+    private func sweep(_ st: PartitionWindows, watermark: Int64, record: Int32, output: inout OutputBuffer) {
+        for u in st.liveUsers {
+            timeOut(st, u, now: watermark, record: record, output: &output)
+        }
+        st.expireUsers(before: watermark &- max(trailMaxAge, visitTimeout))
+    }
+
+    private func timeOut(_ st: PartitionWindows, _ u: Int32, now: Int64, record: Int32, output: inout OutputBuffer) {
+        var k = 0
+        while k < st.users[Int(u)].visits.count {
+            let v = st.users[Int(u)].visits[k]
+            if v.enter &+ visitTimeout < now {
+                st.users[Int(u)].visits.remove(at: k)
+                close(st, u, v, by: "timeout", at: nil, record: record, output: &output)
+            } else {
+                k += 1
+            }
+        }
+    }
+
+    /// One event in event-time order: the pairing rules of SPEC section 5 and the crash trail.
+    private func apply(_ e: PendingEvent, _ st: PartitionWindows, record: Int32, output: inout OutputBuffer) {
+        let u = e.user
+        timeOut(st, u, now: e.time, record: record, output: &output)
+        switch e.role {
+        case .pageEnter:
+            if let k = st.users[Int(u)].visits.firstIndex(where: { $0.page == e.page }) {
+                let old = st.users[Int(u)].visits.remove(at: k)
+                close(st, u, old, by: "reenter", at: nil, record: record, output: &output)
+            }
+            st.users[Int(u)].visits.append(Visit(page: e.page, rules: e.rules, dims: e.dims, enter: e.time))
+            addToTrail(st, u, e)
+        case .pageLeave:
+            if let k = st.users[Int(u)].visits.firstIndex(where: { $0.page == e.page }) {
+                let v = st.users[Int(u)].visits.remove(at: k)
+                close(st, u, v, by: "leave", at: e.time, record: record, output: &output)
+            } else {
+                orphanCounter.add()
+            }
+        case .click:
+            addToTrail(st, u, e)
+        case .appStart:
+            closeAll(st, u, by: "restart", at: nil, record: record, output: &output)
+        case .appEnd:
+            closeAll(st, u, by: "app_end", at: e.time, record: record, output: &output)
+        case .crash:
+            closeAll(st, u, by: "crash", at: e.time, record: record, output: &output)
+            writeTrail(st, u, e, record: record, output: &output)
+        }
+        if st.users[Int(u)].lastTime < e.time { st.users[Int(u)].lastTime = e.time }
+    }
+
+    private func closeAll(_ st: PartitionWindows, _ u: Int32, by: StaticString, at time: Int64?, record: Int32, output: inout OutputBuffer) {
+        let visits = st.users[Int(u)].visits
+        st.users[Int(u)].visits.removeAll()
+        for v in visits { close(st, u, v, by: by, at: time, record: record, output: &output) }
+    }
+
+    /// End of input: every visit still open.
+    private func closeAll(_ st: PartitionWindows, by: StaticString, record: Int32, output: inout OutputBuffer) {
+        for u in st.liveUsers {
+            closeAll(st, u, by: by, at: nil, record: record, output: &output)
+        }
+    }
+
+    private func addToTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent) {
+        guard config.trailLength > 0 else { return }
+        if st.users[Int(u)].trail.count >= config.trailLength { st.users[Int(u)].trail.removeFirst() }
+        st.users[Int(u)].trail.append(TrailEntry(time: e.time, event: e.event, page: e.page, element: e.element))
+    }
+
+    /// A closed visit: its `metrics.dwell` record, and for `leave` and `app_end` its share of the dwell
+    /// aggregates of each page rule of the visit, in the window of the leave time.
+    private func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, record: Int32, output: inout OutputBuffer) {
+        visitsCounter.add()
+        let user = st.users[Int(u)]
+        let keyStart = output.begin()
+        output.bytes.append(contentsOf: user.id)
+        let valueStart = output.bytes.count
+        JSONOut.appendRaw("{\"distinct_id\":", to: &output.bytes)
+        appendString(user.id, to: &output.bytes)
+        JSONOut.appendRaw(",\"page\":", to: &output.bytes)
+        appendString(pagesText[v.page], to: &output.bytes)
+        JSONOut.appendRaw(",\"rules\":", to: &output.bytes)
+        output.bytes.append(contentsOf: ruleSets[v.rules])
+        JSONOut.appendRaw(",\"enter_time\":", to: &output.bytes)
+        JSONOut.appendInt(v.enter, to: &output.bytes)
+        if let time {
+            JSONOut.appendRaw(",\"leave_time\":", to: &output.bytes)
+            JSONOut.appendInt(time, to: &output.bytes)
+            JSONOut.appendRaw(",\"duration_ms\":", to: &output.bytes)
+            JSONOut.appendInt(time - v.enter, to: &output.bytes)
+        }
+        JSONOut.appendRaw(",\"closed_by\":\"", to: &output.bytes)
+        JSONOut.appendRaw(by, to: &output.bytes)
+        JSONOut.appendRaw("\"}", to: &output.bytes)
+        output.finish(topic: topicDwell, record: record, keyStart: keyStart, valueStart: valueStart)
+
+        guard let time, by.utf8CodeUnitCount == 5 || by.utf8CodeUnitCount == 7,
+              by.utf8Start[0] == 0x6C || by.utf8Start[0] == 0x61 else { return }  // "leave" or "app_end"
+        let duration = time - v.enter
+        let windowStart = floorDiv(time, window) * window
+        let dimsKey = Array(dimsSets[v.dims]), dimsJSON = dimsHeads[Int(v.dims)]
+        for rule in ruleSetIDs[Int(v.rules)] {
+            let a = aggregate(st, metric: "dwell", rule: rule, windowStart: windowStart, dimsKey: dimsKey, dimsJSON: dimsJSON, content: nil)
+            st.aggregates[Int(a)].count += 1
+            st.aggregates[Int(a)].users.insert(user.hash)
+            st.aggregates[Int(a)].sum += duration
+            st.aggregates[Int(a)].durations.add(duration)
+        }
+    }
+
+    private func writeTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent, record: Int32, output: inout OutputBuffer) {
+        trailsCounter.add()
+        let user = st.users[Int(u)]
+        let keyStart = output.begin()
+        output.bytes.append(contentsOf: user.id)
+        let valueStart = output.bytes.count
+        JSONOut.appendRaw("{\"distinct_id\":", to: &output.bytes)
+        appendString(user.id, to: &output.bytes)
+        JSONOut.appendRaw(",\"crash_time\":", to: &output.bytes)
+        JSONOut.appendInt(e.time, to: &output.bytes)
+        JSONOut.appendRaw(",\"app_version\":", to: &output.bytes)
+        if e.appVersion >= 0 { appendString(pagesText[e.appVersion], to: &output.bytes) } else { JSONOut.appendRaw("null", to: &output.bytes) }
+        JSONOut.appendRaw(",\"trail\":[", to: &output.bytes)
+        var first = true
+        for t in user.trail where t.time >= e.time &- trailMaxAge {
+            if !first { output.bytes.append(0x2C) }
+            first = false
+            JSONOut.appendRaw("{\"time\":", to: &output.bytes)
+            JSONOut.appendInt(t.time, to: &output.bytes)
+            JSONOut.appendRaw(",\"event\":", to: &output.bytes)
+            appendString(eventNames[t.event], to: &output.bytes)
+            JSONOut.appendRaw(",\"page\":", to: &output.bytes)
+            appendString(pagesText[t.page], to: &output.bytes)
+            if t.element >= 0 {
+                JSONOut.appendRaw(",\"element\":", to: &output.bytes)
+                appendString(elementsText[t.element], to: &output.bytes)
+            }
+            output.bytes.append(0x7D)
+        }
+        JSONOut.appendRaw("]}", to: &output.bytes)
+        output.finish(topic: topicTrails, record: record, keyStart: keyStart, valueStart: valueStart)
+    }
+
+    private func appendString<C: Collection<UInt8>>(_ bytes: C, to out: inout [UInt8]) {
+        out.append(0x22)
+        let array = Array(bytes)
+        array.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
+        out.append(0x22)
+    }
+
+    /// Writes the partials of one window of the partition to the internal topic and forgets them.
+    private func closeWindow(_ st: PartitionWindows, end: Int64, record: Int32, output: inout OutputBuffer) {
+        guard let list = st.windows.removeValue(forKey: end)?.list else { return }
+        let sorted = list.sorted { st.aggregates[Int($0)].key.lexicographicallyPrecedes(st.aggregates[Int($1)].key) }
+        for a in sorted {
+            let agg = st.aggregates[Int(a)]
+            let partial = PartialAggregate(
+                sourcePartition: st.partition, windowEnd: agg.windowEnd, head: agg.head, count: agg.count,
+                users: agg.users, isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations)
+            let keyStart = output.begin()
+            output.bytes.append(contentsOf: agg.key)
+            let valueStart = output.bytes.count
+            InternalMessage.partial(partial).encode(into: &output.bytes)
+            let target = Int32(truncatingIfNeeded: stableHash(agg.key) % UInt64(partialsPartitions))
+            output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
+            st.aggregates[Int(a)] = Aggregate(key: [], head: [], windowEnd: 0, isDwell: false)
+            st.freeAggregates.append(a)
+        }
+    }
+
+    func sendProgress(_ st: PartitionWindows, _ watermark: Int64, idle: Bool, record: Int32, output: inout OutputBuffer) {
+        st.progressSent = watermark
+        for q in 0..<partialsPartitions {
+            let keyStart = output.begin()
+            let valueStart = output.bytes.count
+            InternalMessage.progress(source: st.partition, watermark: watermark, idle: idle).encode(into: &output.bytes)
+            output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, hasKey: false, partition: q)
+        }
+    }
+
+    /// End of a bounded run: every held partition's visits, windows and a final progress.
+    public func finish(output: inout OutputBuffer) throws {
+        wire(&output)
+        var all = Set(partitions.keys)
+        for p in held { all.insert(p) }
+        for p in all.sorted() {
+            advance(state(p), final: true, record: -1, output: &output)
+        }
+    }
+
+    /// Called by the worker between batches with the source partitions it holds: partitions without input
+    /// for the idle timeout stop holding windows back.
+    public func tick(held: [Int32], output: inout OutputBuffer) {
+        wire(&output)
+        self.held = held
+        let now = ContinuousClock.now
+        let idle = Duration.milliseconds(config.idleTimeout.milliseconds)
+        for p in held {
+            let st = state(p)
+            if !st.idleSent && now - st.lastInput >= idle {
+                st.idleSent = true
+                idleCounter.add()
+                logger.info("source partition \(p) idle for \(config.idleTimeout): it no longer holds windows back")
+                sendProgress(st, st.maxTime.map { $0 &- lateness } ?? .min, idle: true, record: -1, output: &output)
+            }
+        }
+    }
+
+    /// Open visits and tracked users over all partitions (state-size reports).
+    public var stateSize: (users: Int, openVisits: Int) {
+        partitions.values.reduce((0, 0)) { ($0.0 + $1.userCount, $0.1 + $1.openVisits) }
+    }
+}

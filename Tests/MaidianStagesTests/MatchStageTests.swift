@@ -1,0 +1,331 @@
+import Foundation
+import Logging
+import MaidianEvents
+import MaidianPipeline
+import MaidianRules
+import Synchronization
+import XCTest
+@testable import MaidianStages
+
+final class MatchStageTests: XCTestCase {
+    static let rulesText = """
+    version: 1
+    ignore_pages: [DebugMenuViewController]
+    pages:
+      - id: home
+        screen: HomeViewController
+    elements:
+      - id: buy
+        path: "UIWindow-UIView"
+        type: UIButton
+        index: 2
+      - id: titles
+        path: "UIWindow-UITableView"
+        type: UITableViewCell
+        section: 1
+        content_key: "UIView-UILabel(0)"
+        group_by_content: true
+    actions:
+      ACTION:
+        "HomeViewController/buyTapped:":
+          userDefined: {eventid: "e1", pageid: "p1"}
+          pagePara:
+            ver: {propertyName: "$app_version", propertyPath: "", containIn: "0"}
+      PAGEPV:
+        "HomeViewController": {userDefined: {pageid: "234"}, pagePara: {}}
+      TABLEVIEW:
+        "HomeViewController/UITableView/0":
+          userDefined: {eventid: "cell"}
+          pagePara:
+            title: {propertyName: "UIView-UILabel(0)", propertyPath: "", containIn: "1"}
+    """
+
+    static let button = #"{"$screen_name":"HomeViewController","$element_path":"UIWindow-UIView","$element_type":"UIButton","$element_index":2,"$element_content":"Buy","$element_kind":"control","$element_target":"HomeViewController","$element_action":"buyTapped:","$app_version":"3.2.1"}"#
+    static let cell = #"{"$screen_name":"HomeViewController","$element_path":"UIWindow-UITableView","$element_type":"UITableViewCell","$element_position":"1-4","$element_content":{"UIView-UILabel(0)":"Sale","UIView-UIImageView(1)":"icon"},"$element_kind":"table","$element_target":"HomeViewController","$element_container":"UITableView"}"#
+
+    func harness(_ stage: MatchStage) throws -> StageHarness {
+        let ctx = StageHarness.context()
+        return try StageHarness(stages: [ValidateStage(config: .init(), context: ctx), DedupStage(config: .init(), context: ctx), stage])
+    }
+
+    func props(_ r: StageHarness.Result, _ i: Int) -> [String: Any] {
+        r.enriched[i].value["properties"] as? [String: Any] ?? [:]
+    }
+
+    /// `batch.hits` of event `i`: (id, metric, grouping content).
+    func hits(_ h: StageHarness, _ i: Int) -> [(String, MatchMetric, String?)] {
+        let ev = h.batch.events[i]
+        return (Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount)).map { k in
+            let hit = h.batch.hits[k]
+            let id = String(decoding: h.batch.scratch[Int(hit.id.start)..<Int(hit.id.end)], as: UTF8.self)
+            var content: String?
+            if hit.content.isPresent {
+                let arena = hit.contentInScratch ? h.batch.scratch : h.batch.json
+                content = String(decoding: arena[Int(hit.content.start)..<Int(hit.content.end)], as: UTF8.self)
+            }
+            return (id, hit.metric, content)
+        }
+    }
+
+    func testMatchedRulesParametersAndHits() throws {
+        let stage = MatchStage(matcher: try RuleMatcher(rules: RulesFile.parse(Self.rulesText)), context: StageHarness.context())
+        let h = try harness(stage)
+        let events = [
+            trackEvent(event: "$AppViewScreen", trackID: 1),
+            trackEvent(event: "$AppClick", trackID: 2, properties: Self.button),
+            trackEvent(event: "$AppClick", trackID: 3, properties: Self.cell),
+            trackEvent(event: "$AppClick", trackID: 4, properties: #"{"$screen_name":"HomeViewController","$element_path":"UIWindow-UIView","$element_type":"UIButton","$element_index":1}"#),
+            trackEvent(event: "$AppViewScreen", trackID: 5, properties: #"{"$screen_name":"HomeViewController","pageid":"client"}"#),
+            trackEvent(event: "$AppViewScreen", trackID: 6, properties: #"{"$screen_name":"DebugMenuViewController"}"#),
+            trackEvent(event: "$AppViewScreen", trackID: 1),  // a duplicate of the first: dropped before matching
+        ]
+        let r = try h.run([TestRecord(json: "[" + events.joined(separator: ",") + "]")])
+        XCTAssertEqual(r.enriched.count, 6)
+
+        XCTAssertEqual(props(r, 0)["$matched_rules"] as? [String], ["home", "HomeViewController"])
+        XCTAssertEqual(props(r, 0)["pageid"] as? String, "234")
+        XCTAssertEqual(props(r, 1)["$matched_rules"] as? [String], ["buy", "HomeViewController/buyTapped:"])
+        XCTAssertEqual(props(r, 1)["eventid"] as? String, "e1")
+        XCTAssertEqual(props(r, 1)["pageid"] as? String, "p1")
+        XCTAssertEqual(props(r, 1)["ver"] as? String, "3.2.1", "pagePara from a property")
+        XCTAssertEqual(props(r, 2)["$matched_rules"] as? [String], ["titles", "HomeViewController/UITableView/0"])
+        XCTAssertEqual(props(r, 2)["eventid"] as? String, "cell")
+        XCTAssertEqual(props(r, 2)["title"] as? String, "Sale", "pagePara from inside $element_content")
+        XCTAssertNil(props(r, 3)["$matched_rules"], "index 1 is not the rule's index 2")
+        XCTAssertEqual(props(r, 4)["pageid"] as? String, "client", "a client property is never overwritten")
+        XCTAssertNil(props(r, 5)["$matched_rules"], "ignored page")
+
+        XCTAssertEqual(hits(h, 0).map(\.0), ["\"home\"", "\"HomeViewController\""])
+        XCTAssertEqual(hits(h, 0).map(\.1), [.pv, .pv])
+        XCTAssertEqual(hits(h, 1).map(\.0), ["\"buy\"", "\"HomeViewController/buyTapped:\""])
+        XCTAssertEqual(hits(h, 1).map(\.1), [.click, .click])
+        XCTAssertEqual(hits(h, 1).map(\.2), [nil, nil])
+        XCTAssertEqual(hits(h, 2).map(\.0), ["\"titles\"", "\"HomeViewController/UITableView/0\""])
+        XCTAssertEqual(hits(h, 2).map(\.2), ["\"Sale\"", nil], "grouping content of the group_by_content rule only")
+        XCTAssertEqual(hits(h, 3).count, 0)
+        XCTAssertEqual(hits(h, 5).count, 0)
+        XCTAssertEqual(h.batch.events[6].status, .dropped)
+        XCTAssertEqual(h.batch.events[6].hitCount, 0, "duplicates are not matched")
+        XCTAssertEqual(h.batch.hits.count, 8)
+        XCTAssertEqual(stage.matchedCounter.value, 4)
+    }
+
+    func testConfigFromYAML() throws {
+        let dir = try tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Self.rulesText.write(to: dir.appendingPathComponent("rules.yaml"), atomically: true, encoding: .utf8)
+        func engine(_ keys: String) throws -> PipelineEngine {
+            let spec = try PipelineSpec.parse(yaml: "stages:\n  - kind: match\n\(keys)", file: dir.appendingPathComponent("p.yaml").path)
+            return try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Logger(label: "test"))
+        }
+        XCTAssertNoThrow(try engine("    rules: rules.yaml\n    reload: false\n    reload_check: 2s"))
+        XCTAssertThrowsError(try engine("    rules: rules.yaml\n    reload_every: 2s")) { error in
+            XCTAssertEqual((error as? PipelineError)?.code, .unknownKey, "\(error)")
+            XCTAssertEqual((error as? PipelineError)?.location?.line, 4, "\(error)")
+        }
+        XCTAssertThrowsError(try engine("    rules: rules.yaml\n    reload_check: soon")) { error in
+            XCTAssertEqual((error as? PipelineError)?.code, .badValue, "\(error)")
+        }
+    }
+
+    // MARK: - reloading
+
+    static let v1 = """
+    pages:
+      - id: home
+        screen: HomeViewController
+      - id: cart
+        screen: CartViewController
+    """
+    static let v2 = """
+    pages:
+      - id: home
+        screen: HomeViewController
+        app_versions: [">=1.0"]
+      - id: home_again
+        screen: HomeViewController
+    """
+
+    func tempDirectory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("maidian-match-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// A match stage over a rules file in a fresh directory, logging into `log`.
+    func reloadingStage(_ text: String, log: LogCapture, reloadCheck: ConfigDuration = .zero) throws -> (MatchStage, String, URL) {
+        let dir = try tempDirectory()
+        let path = dir.appendingPathComponent("rules.yaml").path
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let ctx = StageContext(logger: log.logger, baseDirectory: "", position: "0")
+        let stage = try MatchStage(config: .init(rules: path, reloadCheck: reloadCheck), context: ctx)
+        return (stage, path, dir)
+    }
+
+    /// One batch of `n` page views of HomeViewController (app version 3.2.1); each event's `$matched_rules`.
+    func homeViews(_ h: StageHarness, _ n: Int, first: Int64) throws -> [[String]] {
+        let events = (0..<n).map { k in
+            trackEvent(event: "$AppViewScreen", trackID: first + Int64(k), properties: #"{"$screen_name":"HomeViewController","$app_version":"3.2.1"}"#)
+        }
+        let r = try h.run([TestRecord(json: "[" + events.joined(separator: ",") + "]")])
+        XCTAssertEqual(r.enriched.count, n)
+        return r.enriched.map { ($0.value["properties"] as? [String: Any])?["$matched_rules"] as? [String] ?? [] }
+    }
+
+    /// Runs batches until `done` holds or 5 seconds pass (the reload promise); returns the last batch's result.
+    func runUntil(_ h: StageHarness, first: inout Int64, _ done: () -> Bool) throws -> [[String]] {
+        let deadline = ContinuousClock.now + .seconds(5)
+        var last: [[String]] = []
+        repeat {
+            last = try homeViews(h, 3, first: first)
+            first += 3
+            if done() { return last }
+            usleep(5_000)
+        } while ContinuousClock.now < deadline
+        XCTFail("not done within 5 s")
+        return last
+    }
+
+    func testValidReloadSwapsBetweenBatchesAndLogsWhatChanged() throws {
+        let log = LogCapture()
+        let (stage, path, dir) = try reloadingStage(Self.v1, log: log)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let h = try harness(stage)
+        var first: Int64 = 1
+        XCTAssertEqual(try homeViews(h, 3, first: first), Array(repeating: ["home"], count: 3))
+        first += 3
+        XCTAssertEqual(stage.version, 1)
+
+        try LocationStageTests.replaceAtomically(path, with: Data(Self.v2.utf8))
+        let after = try runUntil(h, first: &first) { stage.version == 2 }
+        XCTAssertEqual(after, Array(repeating: ["home", "home_again"], count: 3), "the batch after the swap uses the new rules")
+        XCTAssertEqual(stage.reloads.value, 1)
+        XCTAssertEqual(stage.reloadFailures.value, 0)
+        XCTAssertEqual(stage.versionCounter.value, 2)
+        let entry = try XCTUnwrap(log.entries.first { $0.message == "rules reloaded" })
+        XCTAssertEqual(entry.metadata["added"], "home_again")
+        XCTAssertEqual(entry.metadata["removed"], "cart")
+        XCTAssertEqual(entry.metadata["changed"], "home")
+        XCTAssertEqual(entry.metadata["version"], "2")
+        XCTAssertEqual(entry.metadata["pages"], "2")
+
+        // An unchanged file is not loaded again.
+        for _ in 0..<5 { _ = try homeViews(h, 1, first: first); first += 1 }
+        XCTAssertEqual(stage.reloads.value, 1)
+    }
+
+    func testInvalidFileKeepsTheOldRulesAndLogsALocatedError() throws {
+        let log = LogCapture()
+        let (stage, path, dir) = try reloadingStage(Self.v1, log: log)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let h = try harness(stage)
+        var first: Int64 = 1
+        let broken = Self.v1 + "\n    index: two\n"  // line 6: a key page rules do not have
+        try LocationStageTests.replaceAtomically(path, with: Data(broken.utf8))
+        let during = try runUntil(h, first: &first) { stage.reloadFailures.value == 1 }
+        XCTAssertEqual(during, Array(repeating: ["home"], count: 3), "the old rules stay in use")
+        XCTAssertEqual(stage.version, 1)
+        XCTAssertEqual(stage.reloads.value, 0)
+        let entry = try XCTUnwrap(log.entries.first { $0.level == .error })
+        XCTAssertEqual(entry.metadata["rules"], path)
+        XCTAssertTrue(entry.metadata["error"]?.hasPrefix("\(path):6:5: unknown key 'index'") == true, "\(entry.metadata)")
+
+        // Not retried while the file stays the same; picked up once fixed.
+        for _ in 0..<5 { _ = try homeViews(h, 1, first: first); first += 1 }
+        XCTAssertEqual(stage.reloadFailures.value, 1)
+        try LocationStageTests.replaceAtomically(path, with: Data(Self.v2.utf8))
+        let fixed = try runUntil(h, first: &first) { stage.version == 2 }
+        XCTAssertEqual(fixed, Array(repeating: ["home", "home_again"], count: 3))
+
+        // A deleted file keeps the loaded rules too.
+        try FileManager.default.removeItem(atPath: path)
+        XCTAssertEqual(try homeViews(h, 2, first: first), Array(repeating: ["home", "home_again"], count: 2))
+        XCTAssertTrue(log.entries.contains { $0.message.hasPrefix("rules file is gone") })
+    }
+
+    func testEveryBatchSeesOneRuleSetWhileTheFileChanges() throws {
+        let log = LogCapture()
+        let (stage, path, dir) = try reloadingStage(Self.v1, log: log)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let h = try harness(stage)
+        let writer = DispatchGroup()
+        DispatchQueue.global().async(group: writer) {
+            for k in 0..<30 {
+                usleep(4_000)
+                try? LocationStageTests.replaceAtomically(path, with: Data((k % 2 == 0 ? Self.v2 : Self.v1).utf8))
+            }
+            try? LocationStageTests.replaceAtomically(path, with: Data(Self.v2.utf8))
+        }
+        var first: Int64 = 1
+        var seen = Set<[String]>()
+        var batches = 0
+        while writer.wait(timeout: .now()) == .timedOut || batches < 5 {
+            let rules = try homeViews(h, 6, first: first)
+            first += 6
+            XCTAssertEqual(Set(rules).count, 1, "batch \(batches) matched by one rule set: \(rules)")
+            seen.formUnion(rules)
+            batches += 1
+        }
+        XCTAssertEqual(try runUntil(h, first: &first) { stage.loadedFileMatches(path) }, Array(repeating: ["home", "home_again"], count: 3))
+        XCTAssertEqual(seen, [["home"], ["home", "home_again"]])
+        XCTAssertGreaterThanOrEqual(stage.reloads.value, 1)
+        XCTAssertEqual(stage.reloadFailures.value, 0)
+    }
+
+    func testReloadOffAndCheckInterval() throws {
+        let dir = try tempDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rules.yaml").path
+        try Self.v1.write(toFile: path, atomically: true, encoding: .utf8)
+        let off = try MatchStage(config: .init(rules: path, reload: false), context: StageHarness.context())
+        let slow = try MatchStage(config: .init(rules: path, reloadCheck: .minutes(10)), context: StageHarness.context())
+        let hOff = try harness(off), hSlow = try harness(slow)
+        try LocationStageTests.replaceAtomically(path, with: Data(Self.v2.utf8))
+        for k in 0..<20 {
+            XCTAssertEqual(try homeViews(hOff, 1, first: Int64(k)), [["home"]])
+            XCTAssertEqual(try homeViews(hSlow, 1, first: Int64(k)), [["home"]], "not checked before reload_check passed")
+            usleep(10_000)
+        }
+        XCTAssertEqual(off.version, 1)
+        XCTAssertEqual(slow.version, 1)
+    }
+}
+
+extension MatchStage {
+    /// Whether the loaded rules are those of the file now at `path`.
+    func loadedFileMatches(_ path: String) -> Bool {
+        guard let now = try? RulesFile.load(path: path) else { return false }
+        return RulesDiff(from: matcher.rules, to: now).isEmpty
+    }
+}
+
+/// Collects log entries (level, message, metadata) for assertions.
+final class LogCapture: Sendable {
+    struct Entry: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: [String: String]
+    }
+    private let store = Mutex<[Entry]>([])
+
+    var entries: [Entry] { store.withLock { $0 } }
+
+    var logger: Logger {
+        Logger(label: "test") { _ in Handler(capture: self) }
+    }
+
+    struct Handler: LogHandler {
+        let capture: LogCapture
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let all = metadata.merging(event.metadata ?? [:]) { _, b in b }
+            let entry = Entry(level: event.level, message: "\(event.message)", metadata: all.mapValues { "\($0)" })
+            capture.store.withLock { $0.append(entry) }
+        }
+    }
+}
