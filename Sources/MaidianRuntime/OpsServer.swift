@@ -22,7 +22,8 @@ public struct OpsServer: Service {
     let onListening: @Sendable (Int) async -> Void
 
     /// - Parameters:
-    ///   - port: TCP port; 0 picks a free one (passed to `onListening` and logged).
+    ///   - port: TCP port; 0 picks a free one (passed to `onListening`).
+    ///   - logger: Hummingbird's logger (it logs the start at info).
     ///   - registry: The registry `WorkerMetrics`' factory writes to (the executable bootstraps swift-metrics with it).
     public init(
         host: String, port: Int, status: WorkerStatus, metrics: WorkerMetrics, registry: PrometheusCollectorRegistry,
@@ -56,16 +57,11 @@ public struct OpsServer: Service {
             let (ready, reason) = status.readiness
             return Self.text(ready ? .ok : .serviceUnavailable, (ready ? "ready: " : "not ready: ") + reason)
         }
-        let (logger, onListening) = (self.logger, self.onListening)
+        let onListening = self.onListening
         let app = Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: "maidian"),
-            onServerRunning: { channel in
-                let bound = channel.localAddress?.port ?? 0
-                logger.info("metrics and health checks on http://\(Self.displayHost(channel.localAddress))/metrics, /health/live, /health/ready",
-                            metadata: ["port": "\(bound)"])
-                await onListening(bound)
-            },
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
         try await app.run()
     }
@@ -74,11 +70,5 @@ public struct OpsServer: Service {
         Response(
             status: status, headers: [.contentType: "text/plain; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(string: body + "\n")))
-    }
-
-    private static func displayHost(_ address: SocketAddress?) -> String {
-        guard let address, let port = address.port else { return "?" }
-        let ip = address.ipAddress ?? "?"
-        return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
     }
 }
