@@ -84,16 +84,22 @@ final class WindowMerger: PartialMerger {
     }
 
     /// The lowest progress over the source partitions that hold windows back; nil while one has not reported.
+    /// With every source idle none holds windows back, yet none has written a partial past its own progress:
+    /// the highest idle progress (not `Int64.max`, which would make every later partial late).
     private func watermark(_ st: State) -> Int64? {
         var low = Int64.max
+        var highIdle = Int64.min
         var active = 0
         for s in 0..<sourcePartitions {
             guard let p = st.progress[s] else { return nil }
-            if p.idle { continue }
+            if p.idle {
+                highIdle = max(highIdle, p.watermark)
+                continue
+            }
             active += 1
             low = min(low, p.watermark)
         }
-        return active == 0 ? Int64.max : low
+        return active == 0 ? highIdle : low
     }
 
     private func writeReady(partition: Int32, record: Int32, output: inout OutputBuffer) {
