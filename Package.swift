@@ -90,6 +90,13 @@ let package = Package(
             name: "maidian",
             dependencies: ["MaidianCLI", "MaidianStages"]
         ),
+        // Windows-stage state per open visit (bench/README.md); mallinfo2 through a C shim.
+        .target(name: "CHeapStats", path: "bench/state-size/CHeapStats"),
+        .executableTarget(
+            name: "maidian-state-size",
+            dependencies: ["CHeapStats", "MaidianStages", "MaidianPipeline", "MaidianEvents", .product(name: "Logging", package: "swift-log")],
+            path: "bench/state-size/Sources"
+        ),
 
         .testTarget(name: "MaidianKafkaTests", dependencies: ["MaidianKafka"]),
         .testTarget(name: "MaidianEventsTests", dependencies: ["MaidianEvents"]),

@@ -49,7 +49,9 @@ struct PartitionClock {
 
     mutating func advance(lastOffset: Int64, batchMax: Int64?) {
         if let b = batchMax, maxTime.map({ b > $0 }) ?? true { maxTime = b }
-        if let last = samples.last, last.maxTime == maxTime {
+        // A restored first sample stays put: it stands for the point re-reading started from, which a commit
+        // within the horizon must point back to.
+        if let last = samples.last, last.maxTime == maxTime, samples.count > 1 || last.maxTime == nil {
             samples[samples.count - 1].offset = max(last.offset, lastOffset)
         } else {
             samples.append(Sample(offset: lastOffset, maxTime: maxTime))
@@ -63,8 +65,9 @@ struct PartitionClock {
             return ReplayPoint(offset: samples[0].offset + 1, maxEventTime: samples[0].maxTime)
         }
         guard let m = samples[atNext].maxTime else {
-            // No event time yet: no state either.
-            return ReplayPoint(offset: next, maxEventTime: nil)
+            // No event time up to that sample: no state before it. (Not `next`: the records after the sample,
+            // of the batch holding `next - 1`, may have had events.)
+            return ReplayPoint(offset: samples[atNext].offset + 1, maxEventTime: nil)
         }
         let threshold = m &- horizon
         var j = -1

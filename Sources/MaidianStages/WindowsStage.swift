@@ -183,8 +183,9 @@ public final class WindowsStage: Stage, Repartitioning {
     }
 
     /// State reaches back a visit timeout (open visits), a window plus the lateness (open windows), and the
-    /// trail age.
-    public var stateHorizon: Int64 { max(lateness + window + visitTimeout, trailMaxAge) }
+    /// trail age plus the lateness (a crash up to `lateness` behind the newest event time still shows entries
+    /// up to the trail age before it).
+    public var stateHorizon: Int64 { lateness + max(window + visitTimeout, trailMaxAge) }
 
     public var outputTopics: [String] { [config.countsTopic, config.dwellTopic, config.trailsTopic] }
 

@@ -13,14 +13,17 @@ struct TestRecord {
     var ua: String? = nil
     var project: String? = nil
     var partition: Int32 = 0
+    /// Re-read to rebuild state after a takeover (`InputRecord.replay`).
+    var replay = false
 
-    init(json: String, key: String? = "install-1", ip: String? = "1.0.1.3", receivedAt: Int64? = 1_763_700_000_000, project: String? = nil, partition: Int32 = 0) {
+    init(json: String, key: String? = "install-1", ip: String? = "1.0.1.3", receivedAt: Int64? = 1_763_700_000_000, project: String? = nil, partition: Int32 = 0, replay: Bool = false) {
         self.value = Array(json.utf8)
         self.key = key
         self.ip = ip
         self.receivedAt = receivedAt
         self.project = project
         self.partition = partition
+        self.replay = replay
     }
 
     init(bytes: [UInt8]) { self.value = bytes }
@@ -34,7 +37,8 @@ final class StageHarness {
     var stages: [any Stage]
     let enriched: EnrichedOutput
     let dlq: DeadLetterOutput
-    var offset: Int64 = 0
+    /// Next offset per partition.
+    var offsets: [Int32: Int64] = [:]
 
     init(stages: [any Stage], limits: RecordLimits = RecordLimits()) throws {
         self.decoder = RecordDecoder(limits: limits)
@@ -65,7 +69,9 @@ final class StageHarness {
         var events: [Event] = []
     }
 
-    func run(_ records: [TestRecord]) throws -> Result {
+    /// Decodes the records as one batch and runs the stages and the two outputs; `batch` and `output` keep
+    /// what came out.
+    func feed(_ records: [TestRecord]) throws {
         batch.reset()
         output.reset()
         let t = batch.topicIndex("events.raw")
@@ -73,17 +79,23 @@ final class StageHarness {
             func opt(_ s: String?, _ body: (UnsafeRawBufferPointer?) -> Void) {
                 if let s { Array(s.utf8).withUnsafeBytes { body($0) } } else { body(nil) }
             }
+            let offset = offsets[r.partition, default: 0]
             r.value.withUnsafeBytes { v in
                 opt(r.key) { k in opt(r.ip) { ip in opt(r.receivedAt.map { String($0) }) { rat in opt(r.ua) { ua in opt(r.project) { pr in
                     batch.appendRecord(topic: t, partition: r.partition, offset: offset, timestamp: 0, key: k, value: v, ip: ip, receivedAt: rat, ua: ua, project: pr)
                 } } } } }
             }
-            offset += 1
+            batch.records[batch.records.count - 1].replay = r.replay
+            offsets[r.partition] = offset + 1
         }
         decoder.decodeAll(&batch)
         for s in stages { try s.process(&batch, output: &output) }
         try enriched.process(&batch, output: &output)
         try dlq.process(&batch, output: &output)
+    }
+
+    func run(_ records: [TestRecord]) throws -> Result {
+        try feed(records)
         var result = Result()
         result.events = batch.events
         let enrichedTopic = output.topicIndex("events.enriched")

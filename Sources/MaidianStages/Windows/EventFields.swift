@@ -25,11 +25,12 @@ struct PropertyFinder {
                 let candidates = byLength[p.name.count]
                 if candidates.isEmpty { continue }
                 let name = j.baseAddress! + Int(p.name.start)
+                // No break on a match: a name may be wanted twice (`by: [app_version]` reads `$app_version` again).
                 for n in candidates where found[n] < 0 {
                     let want = names[n]
                     var equal = true
                     for i in 0..<want.count where name[i] != want[i] { equal = false; break }
-                    if equal { found[n] = k; break }
+                    if equal { found[n] = k }
                 }
             }
         }

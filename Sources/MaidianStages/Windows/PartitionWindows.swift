@@ -122,8 +122,12 @@ final class PartitionWindows {
     @exclusivity(unchecked) var freeUsers: [Int32] = []
     @exclusivity(unchecked) var pending = PendingHeap()
 
-    /// Last record of the partition in the current batch: outputs the batch causes are attributed to it.
+    /// Last record of the partition in the current batch.
     @exclusivity(unchecked) var lastRecord: Int32 = -1
+    /// The partition's first record in the current batch (first after re-read ones): outputs the batch causes
+    /// are attributed to it. Not the last record: the ones before it have no outputs of their own, so their
+    /// offsets could be committed before those outputs are delivered, and a takeover would lose them.
+    @exclusivity(unchecked) var ownerRecord: Int32 = -1
     var progressSent: Int64 = .min
     var idleSent = false
     var lastInput = ContinuousClock.now

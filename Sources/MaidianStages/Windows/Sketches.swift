@@ -46,22 +46,44 @@ public struct UserSet: Sendable, Equatable {
         exact = []
     }
 
-    /// Exact count, or the sketch's estimate (HyperLogLog with linear counting for small cardinalities).
+    /// Exact count, or the sketch's estimate: Ertl's improved HyperLogLog estimator ("New cardinality
+    /// estimation algorithms for HyperLogLog sketches", 2017), unbiased over the whole range without tables.
+    /// (The classic raw estimate with a switch to linear counting at 2.5 m is off by more than 2% around
+    /// 40,000 users.)
     public var count: Int {
         guard isSketch else { return exact.count }
+        let q = 64 - Self.precision
+        var histogram = [Int](repeating: 0, count: q + 2)
+        for r in registers { histogram[Int(r)] += 1 }
         let m = Double(Self.registerCount)
-        var sum = 0.0
-        var zeros = 0
-        for r in registers {
-            sum += 1.0 / Double(UInt64(1) << UInt64(r))
-            if r == 0 { zeros += 1 }
+        var z = m * Self.tau(1 - Double(histogram[q + 1]) / m)
+        for k in stride(from: q, through: 1, by: -1) { z = 0.5 * (z + Double(histogram[k])) }
+        z += m * Self.sigma(Double(histogram[0]) / m)
+        return Int((m * m / (2 * log(2.0)) / z).rounded())
+    }
+
+    private static func sigma(_ x0: Double) -> Double {
+        if x0 == 1 { return .infinity }
+        var x = x0, y = 1.0, z = x0
+        while true {
+            x *= x
+            let previous = z
+            z += x * y
+            y += y
+            if z == previous { return z }
         }
-        let alpha = 0.7213 / (1 + 1.079 / m)
-        let raw = alpha * m * m / sum
-        if raw <= 2.5 * m && zeros > 0 {
-            return Int((m * log(m / Double(zeros))).rounded())
+    }
+
+    private static func tau(_ x0: Double) -> Double {
+        if x0 == 0 || x0 == 1 { return 0 }
+        var x = x0, y = 1.0, z = 1 - x0
+        while true {
+            x = x.squareRoot()
+            let previous = z
+            y *= 0.5
+            z -= (1 - x) * (1 - x) * y
+            if z == previous { return z / 3 }
         }
-        return Int(raw.rounded())
     }
 
     @inline(__always)

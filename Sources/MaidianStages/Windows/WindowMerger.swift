@@ -45,6 +45,9 @@ final class WindowMerger: PartialMerger {
     }
 
     func process(_ records: [InternalRecord], output: inout OutputBuffer) throws {
+        // Per internal partition, the record that owns what the batch completes: its first record (or first
+        // record after re-read ones). Not the last: the records before it have no outputs of their own, so
+        // their offsets could be committed before those outputs are delivered.
         var touched: [Int32: Int32] = [:]
         if topicIndex < 0 { topicIndex = output.topicIndex(countsTopic) }
         var lastReplay: [Int32: Int32] = [:]
@@ -52,8 +55,10 @@ final class WindowMerger: PartialMerger {
             // What re-read records complete is written (and not produced again) before later records count.
             if !r.replay, let last = lastReplay.removeValue(forKey: r.partition) {
                 writeReady(partition: r.partition, record: last, output: &output)
+                touched[r.partition] = r.index
             }
             if r.replay { lastReplay[r.partition] = r.index }
+            if touched[r.partition] == nil { touched[r.partition] = r.index }
             let message: InternalMessage
             do {
                 message = try InternalMessage.decode(r.value)
@@ -76,7 +81,6 @@ final class WindowMerger: PartialMerger {
                 st.progress[source] = Progress(watermark: watermark, idle: idle, offset: r.offset)
             }
             states[r.partition] = st
-            touched[r.partition] = r.index
         }
         for (partition, index) in touched.sorted(by: { $0.key < $1.key }) {
             writeReady(partition: partition, record: index, output: &output)
@@ -84,16 +88,22 @@ final class WindowMerger: PartialMerger {
     }
 
     /// The lowest progress over the source partitions that hold windows back; nil while one has not reported.
+    /// With every source idle none holds windows back, yet none has written a partial past its own progress:
+    /// the highest idle progress (not `Int64.max`, which would make every later partial late).
     private func watermark(_ st: State) -> Int64? {
         var low = Int64.max
+        var highIdle = Int64.min
         var active = 0
         for s in 0..<sourcePartitions {
             guard let p = st.progress[s] else { return nil }
-            if p.idle { continue }
+            if p.idle {
+                highIdle = max(highIdle, p.watermark)
+                continue
+            }
             active += 1
             low = min(low, p.watermark)
         }
-        return active == 0 ? Int64.max : low
+        return active == 0 ? highIdle : low
     }
 
     private func writeReady(partition: Int32, record: Int32, output: inout OutputBuffer) {

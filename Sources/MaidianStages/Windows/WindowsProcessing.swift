@@ -17,7 +17,9 @@ extension WindowsStage {
             // What re-read records complete is written (and not produced again) before later records count.
             if !rec.replay && st.lastRecord >= 0 && batch.records[Int(st.lastRecord)].replay {
                 advance(st, final: false, record: st.lastRecord, output: &output)
+                st.ownerRecord = Int32(r)
             }
+            if st.lastRecord < 0 { st.ownerRecord = Int32(r) }
             st.lastRecord = Int32(r)
             st.lastInput = now
             guard rec.eventCount > 0 else { continue }
@@ -39,7 +41,7 @@ extension WindowsStage {
             st.maxTime = newest
         }
         for st in touched {
-            advance(st, final: false, record: st.lastRecord, output: &output)
+            advance(st, final: false, record: st.ownerRecord, output: &output)
             st.lastRecord = -1
         }
     }

@@ -1,0 +1,266 @@
+import Foundation
+import Logging
+import XCTest
+import MaidianEvents
+import MaidianPipeline
+@testable import MaidianStages
+
+final class WindowMergerTests: XCTestCase {
+    static let minute: Int64 = 60_000
+
+    /// Builds internal records the way the windows stage writes them, with offsets per internal partition.
+    final class Feed {
+        let merger: WindowMerger
+        var output = OutputBuffer()
+        var offsets: [Int32: Int64] = [:]
+        var batch: [InternalRecord] = []
+        /// Written `metrics.counts` records: key, value, the index of the record they are attributed to.
+        var written: [(key: String, value: [String: Any], record: Int32)] = []
+
+        init(sources: Int32) {
+            merger = WindowMerger(countsTopic: "metrics.counts", logger: Logger(label: "test"))
+            merger.sourcePartitions = sources
+        }
+
+        static func key(_ rule: String, window: Int64) -> String { "pv|\(rule)|\(window * minute)|" }
+
+        /// A pv partial of `source` for window `window` (minutes) of `rule`.
+        func partial(_ source: Int32, window: Int64, rule: String = "home", count: Int64, users: [UInt64],
+                     durations: [Int64]? = nil, internal q: Int32 = 0, replay: Bool = false) {
+            var set = UserSet()
+            for u in users { set.insert(u) }
+            var digest = DurationDigest()
+            for d in durations ?? [] { digest.add(d) }
+            let metric = durations == nil ? "pv" : "dwell"
+            let head = "{\"metric\":\"\(metric)\",\"rule\":\"\(rule)\",\"window_start\":\(window * minute),\"window_end\":\((window + 1) * minute),\"dims\":{}"
+            let p = PartialAggregate(sourcePartition: source, windowEnd: (window + 1) * minute, head: Array(head.utf8), count: count,
+                                     users: set, isDwell: durations != nil, sumMs: durations?.reduce(0, +) ?? 0, durations: digest)
+            add(.partial(p), key: "\(metric)|\(rule)|\(window * minute)|", q: q, replay: replay)
+        }
+
+        func progress(_ source: Int32, _ watermark: Int64, idle: Bool = false, internal q: Int32 = 0, replay: Bool = false) {
+            add(.progress(source: source, watermark: watermark, idle: idle), key: "", q: q, replay: replay)
+        }
+
+        func add(_ m: InternalMessage, key: String, q: Int32, replay: Bool) {
+            var value: [UInt8] = []
+            m.encode(into: &value)
+            let offset = offsets[q, default: 0]
+            offsets[q] = offset + 1
+            batch.append(InternalRecord(partition: q, offset: offset, key: Array(key.utf8), value: value, index: Int32(batch.count), replay: replay))
+        }
+
+        /// Hands the records gathered so far to the merger as one batch.
+        @discardableResult
+        func flush() throws -> [(key: String, value: [String: Any], record: Int32)] {
+            output.reset()
+            try merger.process(batch, output: &output)
+            batch = []
+            var out: [(String, [String: Any], Int32)] = []
+            for (i, m) in output.messages.enumerated() {
+                XCTAssertEqual(output.topics[Int(m.topic)], "metrics.counts")
+                let v = try JSONSerialization.jsonObject(with: Data(output.valueString(i).utf8)) as? [String: Any] ?? [:]
+                out.append((output.keyString(i) ?? "", v, m.record))
+            }
+            written += out
+            return out
+        }
+    }
+
+    func int(_ v: Any?) -> Int64? { (v as? NSNumber)?.int64Value }
+
+    func testWindowIsWrittenOnlyOnceEverySourceProgressPassedItsEnd() throws {
+        let f = Feed(sources: 2)
+        f.partial(0, window: 0, count: 3, users: [1, 2])
+        f.partial(1, window: 0, count: 2, users: [2, 3])
+        f.progress(0, 5 * Self.minute)
+        XCTAssertTrue(try f.flush().isEmpty, "source 1 has not reported")
+        f.progress(1, Self.minute - 1)
+        XCTAssertTrue(try f.flush().isEmpty, "source 1 is 1 ms short of the window end")
+        f.progress(1, Self.minute)
+        let out = try f.flush()
+        XCTAssertEqual(out.count, 1)
+        XCTAssertEqual(out.first?.key, Feed.key("home", window: 0))
+        XCTAssertEqual(int(out.first?.value["count"]), 5)
+        XCTAssertEqual(int(out.first?.value["users"]), 3, "a user seen on both sources counts once")
+        XCTAssertEqual(int(out.first?.value["window_end"]), Self.minute)
+        XCTAssertNil(out.first?.value["sum_ms"])
+        XCTAssertEqual(out.first?.record, 0, "attributed to the progress record that completed it")
+        f.progress(0, 10 * Self.minute)
+        f.progress(1, 10 * Self.minute)
+        XCTAssertTrue(try f.flush().isEmpty, "written once")
+        XCTAssertEqual(f.merger.windowsWritten.value, 1)
+    }
+
+    func testWindowsAreWrittenInOrderOfTheirKeysAndOnlyThosePassed() throws {
+        let f = Feed(sources: 1)
+        f.partial(0, window: 2, rule: "b", count: 1, users: [1])
+        f.partial(0, window: 0, rule: "b", count: 1, users: [1])
+        f.partial(0, window: 0, rule: "a", count: 1, users: [1])
+        f.progress(0, 2 * Self.minute)
+        XCTAssertEqual(try f.flush().map(\.key), [Feed.key("a", window: 0), Feed.key("b", window: 0)])
+        f.progress(0, 3 * Self.minute)
+        XCTAssertEqual(try f.flush().map(\.key), [Feed.key("b", window: 2)])
+    }
+
+    func testDwellPartialsMerge() throws {
+        let f = Feed(sources: 2)
+        f.partial(0, window: 0, count: 2, users: [1, 2], durations: [5_000, 9_000])
+        f.partial(1, window: 0, count: 3, users: [2, 3, 3], durations: [1_000, 2_000, 30_000])
+        f.progress(0, Self.minute)
+        f.progress(1, Self.minute)
+        let v = try XCTUnwrap(try f.flush().first?.value)
+        XCTAssertEqual(int(v["count"]), 5)
+        XCTAssertEqual(int(v["users"]), 3)
+        XCTAssertEqual(int(v["sum_ms"]), 47_000)
+        XCTAssertEqual(int(v["avg_ms"]), 9_400)
+        XCTAssertEqual(int(v["p50_ms"]), 5_000)
+        XCTAssertEqual(int(v["p90_ms"]), 30_000)
+    }
+
+    func testLatestPartialPerSourceReplacesTheEarlierOne() throws {
+        let f = Feed(sources: 1)
+        f.partial(0, window: 0, count: 3, users: [1, 2, 3])
+        f.partial(0, window: 0, count: 3, users: [1, 2, 3])  // a re-read source writes it again
+        f.progress(0, Self.minute)
+        XCTAssertEqual(int(try f.flush().first?.value["count"]), 3)
+    }
+
+    func testIdleSourceIsLeftOut() throws {
+        let f = Feed(sources: 3)
+        f.partial(0, window: 0, count: 1, users: [1])
+        f.partial(2, window: 0, count: 1, users: [2])
+        f.progress(0, 2 * Self.minute)
+        f.progress(1, .min, idle: true)  // never had data
+        f.progress(2, 30_000)
+        XCTAssertTrue(try f.flush().isEmpty, "source 2 still holds window 0 back")
+        f.progress(2, 30_000, idle: true)
+        let out = try f.flush()
+        XCTAssertEqual(int(out.first?.value["count"]), 2)
+        XCTAssertEqual(out.count, 1)
+    }
+
+    func testLatePartialIsCountedNotWritten() throws {
+        let f = Feed(sources: 2)
+        f.partial(0, window: 0, count: 1, users: [1])
+        f.progress(0, 2 * Self.minute)
+        f.progress(1, 0, idle: true)
+        XCTAssertEqual(try f.flush().count, 1)
+        // The idle source comes back with a partial for the written window.
+        f.partial(1, window: 0, count: 5, users: [7])
+        f.progress(1, 3 * Self.minute)
+        XCTAssertTrue(try f.flush().isEmpty)
+        XCTAssertEqual(f.merger.latePartials.value, 1)
+        XCTAssertEqual(f.written.count, 1)
+        XCTAssertEqual(int(f.written.first?.value["count"]), 1)
+    }
+
+    func testEveryIdleSourceDoesNotMakeLaterWindowsLate() throws {
+        let f = Feed(sources: 2)
+        f.partial(0, window: 0, count: 1, users: [1])
+        f.progress(0, 70_000)
+        f.progress(1, 50_000)
+        f.progress(0, 70_000, idle: true)
+        f.progress(1, 50_000, idle: true)
+        try f.flush()
+        XCTAssertEqual(f.written.map(\.key), [Feed.key("home", window: 0)], "no source holds window 0 back")
+        // Both come back; their next windows must still be written.
+        f.partial(0, window: 2, count: 1, users: [1])
+        f.partial(1, window: 2, count: 1, users: [2])
+        f.progress(0, 200_000)
+        f.progress(1, 200_000)
+        try f.flush()
+        XCTAssertEqual(f.merger.latePartials.value, 0)
+        XCTAssertEqual(Set(f.written.map(\.key)), [Feed.key("home", window: 0), Feed.key("home", window: 2)])
+        XCTAssertEqual(int(f.written.last?.value["count"]), 2)
+    }
+
+    func testReplayFromIsTheOldestPendingPartialOrLatestProgress() throws {
+        let f = Feed(sources: 2)
+        XCTAssertNil(f.merger.replayFrom(partition: 0))
+        f.progress(0, 10_000)                       // offset 0
+        f.progress(1, 10_000)                       // 1
+        f.partial(0, window: 0, count: 1, users: [1])  // 2
+        f.progress(0, 20_000)                       // 3
+        f.partial(1, window: 0, count: 1, users: [2])  // 4
+        f.progress(1, 30_000)                       // 5
+        f.partial(0, window: 1, count: 1, users: [1])  // 6
+        try f.flush()
+        XCTAssertEqual(f.merger.replayFrom(partition: 0), 2, "window 0's first partial")
+        f.progress(0, Self.minute)                  // 7
+        f.progress(1, Self.minute)                  // 8: window 0 written
+        try f.flush()
+        XCTAssertEqual(f.written.count, 1)
+        XCTAssertEqual(f.merger.replayFrom(partition: 0), 6, "window 1's partial")
+        f.progress(0, 2 * Self.minute)              // 9
+        f.progress(1, 2 * Self.minute)              // 10: window 1 written
+        try f.flush()
+        XCTAssertEqual(f.merger.replayFrom(partition: 0), 9, "the latest progress of each source")
+        XCTAssertNil(f.merger.replayFrom(partition: 1))
+        f.merger.partitionsRevoked([0])
+        XCTAssertNil(f.merger.replayFrom(partition: 0))
+    }
+
+    func testInternalPartitionsAreMergedApart() throws {
+        let f = Feed(sources: 1)
+        f.partial(0, window: 0, rule: "a", count: 1, users: [1], internal: 0)
+        f.partial(0, window: 0, rule: "b", count: 1, users: [1], internal: 1)
+        f.progress(0, Self.minute, internal: 0)
+        XCTAssertEqual(try f.flush().map(\.key), [Feed.key("a", window: 0)], "internal partition 1 has no progress yet")
+        f.progress(0, Self.minute, internal: 1)
+        XCTAssertEqual(try f.flush().map(\.key), [Feed.key("b", window: 0)])
+    }
+
+    func testIsCompleteOnceEverySourceFinished() throws {
+        let f = Feed(sources: 2)
+        XCTAssertFalse(f.merger.isComplete(partition: 0))
+        f.partial(0, window: 0, count: 1, users: [1])
+        f.progress(0, .max)
+        try f.flush()
+        XCTAssertFalse(f.merger.isComplete(partition: 0))
+        f.progress(1, 5 * Self.minute)
+        try f.flush()
+        XCTAssertEqual(f.written.count, 1)
+        XCTAssertFalse(f.merger.isComplete(partition: 0), "source 1 is not finished")
+        f.progress(1, .max)
+        try f.flush()
+        XCTAssertTrue(f.merger.isComplete(partition: 0))
+        XCTAssertFalse(f.merger.isComplete(partition: 1), "nothing read from internal partition 1")
+    }
+
+    func testReplayedRecordsOwnWhatTheyComplete() throws {
+        let f = Feed(sources: 1)
+        f.partial(0, window: 0, count: 1, users: [1], replay: true)   // 0
+        f.progress(0, Self.minute, replay: true)                      // 1: completes window 0
+        f.partial(0, window: 1, count: 1, users: [1], replay: true)   // 2
+        f.partial(0, window: 2, count: 1, users: [1])                 // 3
+        f.progress(0, 3 * Self.minute)                                 // 4: completes windows 1 and 2
+        let out = try f.flush()
+        XCTAssertEqual(out.first?.key, Feed.key("home", window: 0))
+        XCTAssertEqual(out.first?.record, 2, "the last replayed record before the first new one")
+        XCTAssertEqual(Set(out.dropFirst().map(\.key)), [Feed.key("home", window: 1), Feed.key("home", window: 2)])
+        XCTAssertEqual(out.dropFirst().map(\.record), [3, 3], "owned by the first record that was not replayed")
+    }
+
+    func testWhatABatchCompletesIsOwnedByItsFirstRecordOfThePartition() throws {
+        // Records before the owner would have no outputs of their own: their offsets could be committed
+        // before the window is delivered.
+        let f = Feed(sources: 1)
+        f.progress(0, 0, internal: 1)                       // internal partition 1, index 0
+        f.partial(0, window: 0, count: 1, users: [1])       // 1
+        f.partial(0, window: 0, rule: "b", count: 1, users: [1], internal: 1)  // 2
+        f.progress(0, Self.minute)                          // 3
+        f.progress(0, Self.minute, internal: 1)             // 4
+        let out = try f.flush()
+        XCTAssertEqual(out.first { $0.key == Feed.key("home", window: 0) }?.record, 1)
+        XCTAssertEqual(out.first { $0.key == Feed.key("b", window: 0) }?.record, 0)
+    }
+
+    func testMalformedRecordIsSkipped() throws {
+        let f = Feed(sources: 1)
+        f.batch.append(InternalRecord(partition: 0, offset: 0, key: [], value: [1, 2, 3], index: 0))
+        f.partial(0, window: 0, count: 1, users: [1])
+        f.progress(0, Self.minute)
+        XCTAssertEqual(try f.flush().count, 1)
+    }
+}
