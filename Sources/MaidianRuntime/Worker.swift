@@ -334,7 +334,13 @@ private final class State {
                 let key = m.key.isPresent ? UnsafeRawBufferPointer(rebasing: bytes[Int(m.key.start)..<Int(m.key.end)]) : UnsafeRawBufferPointer(start: nil, count: 0)
                 let value = UnsafeRawBufferPointer(rebasing: bytes[Int(m.value.start)..<Int(m.value.end)])
                 let token = m.record >= 0 ? tokens[Int(m.record)] : OffsetTracker.stateToken
-                try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
+                do {
+                    try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
+                } catch let e as KafkaError where e.code != .fatal {
+                    // Refused at once (e.g. the broker answered the topic's metadata with an error): the same
+                    // as a failed delivery report. Nothing past this record is committed.
+                    throw RuntimeError(.delivery, "an output could not be produced; stopping without committing past it", underlying: e)
+                }
             }
         }
         for (s, until) in replayUntil where (position[s] ?? 0) >= until {
