@@ -127,6 +127,24 @@ final class ReplayTests: XCTestCase {
         }
         XCTAssertGreaterThan(replayed.filter { $0.topic == "metrics.dwell.replay" }.count, 10)
 
+        // And against the answers of the whole hour: page-view and click windows well inside the range
+        // (uploads arrive within minutes of their events) hold exactly the counts of sample.expected.json.
+        let answers = try JSONSerialization.jsonObject(with: Data(contentsOf: try Integration.sharedFile("traffic/sample.expected.json"))) as! [String: Any]
+        let margin: Int64 = 5 * 60_000
+        var compared = 0
+        for (key, want) in answers["counts"] as! [String: [String: Any]] {
+            let parts = key.split(separator: "|", omittingEmptySubsequences: false)
+            guard parts.count == 4, let start = Int64(parts[2]), start >= from + margin, start + 60_000 <= to - margin else { continue }
+            compared += 1
+            guard let text = counts[key], let got = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+                XCTFail("replay lacks \(key)")
+                continue
+            }
+            XCTAssertEqual(got["count"] as? Int, want["count"] as? Int, "count of \(key)")
+            XCTAssertEqual(got["users"] as? Int, want["users"] as? Int, "users of \(key)")
+        }
+        XCTAssertGreaterThan(compared, 100, "windows inside the replayed range")
+
         // Again, --from in epoch ms this time: the same default group, which resumes from its committed
         // offsets, the stop offsets: nothing to do.
         let again = try Integration.Child(
