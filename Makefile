@@ -2,7 +2,7 @@
 # Both install what they need (Debian packages, Python test clients) when it is missing.
 
 SWIFT ?= swift
-APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev pkg-config kcat zstd docker-compose
+APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev libhyperscan-dev pkg-config kcat zstd docker-compose
 PY_PACKAGES := confluent-kafka zstandard
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -24,6 +24,8 @@ let package = Package(
         .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "CMaxMindDB", pkgConfig: "libmaxminddb", providers: [.apt(["libmaxminddb-dev"])]),
+        // Multi-pattern regex scan for `identifier_regex` rules (Vectorscan provides the same `libhs`).
+        .systemLibrary(name: "CHyperscan", pkgConfig: "libhs", providers: [.apt(["libhyperscan-dev"]), .brew(["vectorscan"])]),
 
         .target(
             name: "MaidianKafka",
@@ -51,7 +53,7 @@ let package = Package(
         ),
         .target(
             name: "MaidianRules",
-            dependencies: ["MaidianPipeline", "MaidianEvents"]
+            dependencies: ["MaidianPipeline", "MaidianEvents", "CHyperscan"]
         ),
         .target(
             name: "MaidianStages",
@@ -69,7 +71,7 @@ let package = Package(
         .target(
             name: "MaidianCLI",
             dependencies: [
-                "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianStages", "MaidianRuntime",
+                "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianStages", "MaidianRules", "MaidianRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -85,7 +87,7 @@ let package = Package(
         .testTarget(name: "MaidianGeoTests", dependencies: ["MaidianGeo"]),
         .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages", "MaidianEvents"]),
         .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents"]),
-        .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline"]),
+        .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline", "MaidianEvents", "MaidianRecording"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
         .testTarget(name: "MaidianRuntimeTests", dependencies: ["MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka"]),
         .testTarget(name: "MaidianIntegrationTests", dependencies: ["MaidianKafka", "MaidianRuntime", "MaidianRecording"]),
