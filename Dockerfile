@@ -1,5 +1,5 @@
-# Maidian worker image. Multi-stage: build with the Swift toolchain on Debian 12, run on a slim Debian 12
-# with only the shared C libraries Maidian links (librdkafka, zstd, libmaxminddb).
+# Maidian worker image (first version). Multi-stage: build with the Swift toolchain on Debian 12, run on
+# a slim Debian 12 with only the shared C libraries Maidian links (librdkafka, zstd, libmaxminddb, hyperscan).
 #   docker build -t maidian:local .
 #   docker run --rm maidian:local stages
 #   docker run --rm -p 9464:9464 -e MAIDIAN_BROKERS=host:9092 maidian:local run pipelines/app-analytics.yaml --metrics-port 9464
@@ -10,7 +10,7 @@ ARG SWIFT_VERSION=6.3
 FROM swift:${SWIFT_VERSION}-bookworm AS build
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends librdkafka-dev libzstd-dev libmaxminddb-dev pkg-config \
+ && apt-get install -y -qq --no-install-recommends librdkafka-dev libzstd-dev libmaxminddb-dev libhyperscan-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies first, so source edits do not refetch them.
@@ -26,7 +26,7 @@ RUN swift build -c release --product maidian --static-swift-stdlib \
 FROM debian:bookworm-slim
 RUN export DEBIAN_FRONTEND=noninteractive \
  && apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends librdkafka1 libzstd1 libmaxminddb0 libstdc++6 ca-certificates \
+ && apt-get install -y -qq --no-install-recommends librdkafka1 libzstd1 libmaxminddb0 libhyperscan5 libstdc++6 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --create-home --home-dir /app maidian
 COPY --from=build /out/maidian /usr/local/bin/maidian

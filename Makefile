@@ -2,11 +2,11 @@
 # Both install what they need (Debian packages, Python test clients) when it is missing.
 
 SWIFT ?= swift
-APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev pkg-config kcat zstd docker-compose
+APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev libhyperscan-dev pkg-config kcat zstd docker-compose
 PY_PACKAGES := confluent-kafka zstandard
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build release test unit golden demo bench compose-check clean
+.PHONY: all deps build release test unit golden demo bench bench-match compose-check clean
 
 all: build
 
@@ -42,6 +42,10 @@ demo: release
 ## Throughput of the full pipeline on the benchmark recording (release build).
 bench: release
 	$$($(SWIFT) build -c release --show-bin-path)/maidian bench pipelines/app-analytics.yaml --recording $${RECORDING:-../shared/traffic/bench-3k.ndjson.zst}
+
+## The match stage alone, with 10, 1,000 and 10,000 rules generated from the benchmark recording.
+bench-match: release
+	$$($(SWIFT) build -c release --show-bin-path)/maidian bench-match --rules 10,1000,10000 --runs 15 --recording $${RECORDING:-../shared/traffic/bench-3k.ndjson.zst}
 
 clean:
 	rm -rf .build demo-out

@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "CMaxMindDB", pkgConfig: "libmaxminddb", providers: [.apt(["libmaxminddb-dev"])]),
+        // Multi-pattern regex scan for `identifier_regex` rules (Vectorscan provides the same `libhs`).
+        .systemLibrary(name: "CHyperscan", pkgConfig: "libhs", providers: [.apt(["libhyperscan-dev"]), .brew(["vectorscan"])]),
 
         .target(
             name: "MaidianKafka",
@@ -56,7 +58,7 @@ let package = Package(
         ),
         .target(
             name: "MaidianRules",
-            dependencies: ["MaidianPipeline", "MaidianEvents"]
+            dependencies: ["MaidianPipeline", "MaidianEvents", "CHyperscan"]
         ),
         .target(
             name: "MaidianStages",
@@ -78,7 +80,7 @@ let package = Package(
         .target(
             name: "MaidianCLI",
             dependencies: [
-                "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianStages", "MaidianRuntime",
+                "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianStages", "MaidianRules", "MaidianRuntime",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -103,7 +105,7 @@ let package = Package(
         .testTarget(name: "MaidianGeoTests", dependencies: ["MaidianGeo"]),
         .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages", "MaidianEvents"]),
         .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents"]),
-        .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline"]),
+        .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline", "MaidianEvents", "MaidianRecording"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
         .testTarget(name: "MaidianRuntimeTests", dependencies: [
             "MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka",

@@ -5,7 +5,7 @@ import MaidianPipeline
 import MaidianStages
 
 /// The whole `maidian` command line as a library, so a team's own executable can reuse every command
-/// (`run`, `check`, `bench`, `broker`, `gen`, `produce`, `peek`, `stages`, `rules`) with extra stages.
+/// (`run`, `replay`, `check`, `bench`, `bench-match`, `broker`, `gen`, `produce`, `record`, `peek`, `stages`, `rules`) with extra stages.
 ///
 /// A custom build's `main.swift`:
 ///
@@ -54,7 +54,7 @@ struct MaidianCommand: AsyncParsableCommand {
         commandName: "maidian",
         abstract: "Stream processor for mobile-app analytics on Kafka.",
         subcommands: [
-            RunCommand.self, ReplayCommand.self, CheckCommand.self, BenchCommand.self, BrokerCommand.self, GenCommand.self,
+            RunCommand.self, ReplayCommand.self, CheckCommand.self, BenchCommand.self, BenchMatchCommand.self, BrokerCommand.self, GenCommand.self,
             ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self, RulesCommand.self,
         ]
     )

@@ -90,8 +90,9 @@ public struct EventFacts: Sendable {
     }
 }
 
-/// Rules compiled for matching: page rules by screen and page path, element rules by (path, type), action
-/// rules by identifier, regex rules tried for clicks only.
+/// Rules compiled for matching (SPEC sections 3 and 4). Every exact field of a rule is part of a hash key, so
+/// an event finds its candidates with a few look-ups whatever the number of rules; all `identifier_regex`
+/// rules are one Hyperscan database, scanned once per click. See `RuleIndex`.
 public final class RuleMatcher: Sendable {
     /// Pages ignored by default (SPEC section 3).
     public static let defaultIgnoredPages: [String] = ["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"]
@@ -100,64 +101,26 @@ public final class RuleMatcher: Sendable {
     public let rules: RulesFile
     /// Defaults plus the file's `ignore_pages`.
     public let ignoredPages: Set<String>
-    private let pageByScreen: [String: [Int]]
-    private let pageByPath: [String: [Int]]
-    private let elementByKey: [String: [Int]]
-    private let regexRules: [(Int, PosixRegex)]
-    private let clickActions: [String: [Int]]
-    private let pageActions: [String: [Int]]
-    /// The same tables keyed by raw bytes, for `matchRaw`.
-    let tables: RawTables
+    /// The compiled rules.
+    let index: RuleIndex
 
-    /// Compiles `rules` (regexes were checked when the file was loaded).
-    public init(rules: RulesFile) throws {
+    /// Compiles `rules`. Each regex was checked when the file was loaded; compiling them together can still
+    /// fail on Hyperscan's size limits (a `PipelineError` at the rule). `regexCache` bounds the cache of regex
+    /// results by element identifier (entries; 0: scan every click).
+    public init(rules: RulesFile, regexCache: Int = 4096) throws {
         self.rules = rules
-        ignoredPages = Set(RuleMatcher.defaultIgnoredPages + rules.ignorePages)
-        var byScreen: [String: [Int]] = [:], byPath: [String: [Int]] = [:]
-        for (i, r) in rules.pages.enumerated() {
-            if let s = r.screen { byScreen[s, default: []].append(i) } else if let p = r.pagePath { byPath[p, default: []].append(i) }
-        }
-        var byKey: [String: [Int]] = [:]
-        var pairs: [(String, String, Int)] = []
-        var regexes: [(Int, PosixRegex)] = []
-        for (i, r) in rules.elements.enumerated() {
-            if let re = r.identifierRegex {
-                regexes.append((i, try PosixRegex(re)))
-            } else if let path = r.path, let type = r.type {
-                byKey[path + "\u{0}" + type, default: []].append(i)
-                pairs.append((path, type, i))
-            }
-        }
-        var click: [String: [Int]] = [:], page: [String: [Int]] = [:]
-        for (i, a) in rules.actions.enumerated() {
-            if a.kind == .pagePV { page[a.id, default: []].append(i) } else { click[a.id, default: []].append(i) }
-        }
-        pageByScreen = byScreen
-        pageByPath = byPath
-        elementByKey = byKey
-        regexRules = regexes
-        clickActions = click
-        pageActions = page
-        var ids: [[UInt8]] = []
-        for id in rules.pages.map(\.id) + rules.elements.map(\.id) + rules.actions.map(\.id) {
-            var out: [UInt8] = []
-            JSONOut.appendString(id, to: &out)
-            ids.append(out)
-        }
-        tables = RawTables(
-            ignored: ByteTable(Dictionary(ignoredPages.map { ($0, [0]) }, uniquingKeysWith: { a, _ in a })),
-            pageByScreen: ByteTable(byScreen), pageByPath: ByteTable(byPath), pageActions: ByteTable(page),
-            clickActions: ByteTable(click), elementByKey: ByteTable(pairs: pairs, slow: byKey), regexRules: regexes,
-            regexAffixes: regexes.map { regexAffixes($0.1.pattern) }, idJSON: ids)
+        let ignored = RuleMatcher.defaultIgnoredPages + rules.ignorePages
+        ignoredPages = Set(ignored)
+        index = try RuleIndex(rules: rules, ignoredPages: ignored, regexCache: regexCache)
     }
 
     /// Whether the matcher has no rules at all.
     public var isEmpty: Bool { rules.pages.isEmpty && rules.elements.isEmpty && rules.actions.isEmpty }
 
-    /// Whether `page` is ignored.
+    /// Whether `page` is ignored (the same bytes as an ignored page).
     public func isIgnored(page: String?) -> Bool {
-        guard let page else { return false }
-        return ignoredPages.contains(page)
+        guard var page else { return false }
+        return page.withUTF8 { isIgnoredRaw(RawText($0.baseAddress ?? emptyBytes, $0.count)) }
     }
 
     /// The id of a hit (rule order: pages, then elements, then actions).
@@ -175,86 +138,46 @@ public final class RuleMatcher: Sendable {
     }
 
     /// Appends the rules event `facts` of role `role` matches to `hits` (in rule order: pages, elements, actions).
+    /// The facts are laid out as bytes and matched by `matchRaw`: one implementation of the semantics.
     public func match(role: EventRole, facts: EventFacts, into hits: inout [Int]) {
-        let start = hits.count
-        guard role != .other, !isIgnored(page: facts.page) else { return }
-        var versionParsed = false
-        var version: [Int]? = nil
-        func versionHolds(_ conditions: [VersionCondition]) -> Bool {
-            if conditions.isEmpty { return true }
-            if !versionParsed {
-                versionParsed = true
-                version = facts.appVersion.flatMap { VersionCondition.parse(Substring($0)) }
-            }
-            guard let v = version else { return false }
-            return conditions.allSatisfy { $0.holds(v) }
+        guard role != .other else { return }
+        var storage: [UInt8] = []
+        var spans: [Range<Int>?] = []
+        func put(_ s: String?) {
+            guard let s else { spans.append(nil); return }
+            let start = storage.count
+            storage.append(contentsOf: s.utf8)
+            spans.append(start..<storage.count)
         }
-        let pageCount = rules.pages.count, elementCount = rules.elements.count
-        switch role {
-        case .pageEnter:
-            if let page = facts.page, let list = pageByScreen[page] {
-                for i in list {
-                    let r = rules.pages[i]
-                    if let p = r.pagePath, p != facts.pagePath { continue }
-                    if versionHolds(r.appVersions) { hits.append(i) }
-                }
-            }
-            if let path = facts.pagePath, let list = pageByPath[path] {
-                for i in list where versionHolds(rules.pages[i].appVersions) { hits.append(i) }
-            }
-            if let page = facts.page, let list = pageActions[page] {
-                for i in list { hits.append(pageCount + elementCount + i) }
-            }
-        case .click:
-            if let path = facts.elementPath, let type = facts.elementType, let list = elementByKey[path + "\u{0}" + type] {
-                for i in list where elementMatches(rules.elements[i], facts) && versionHolds(rules.elements[i].appVersions) {
-                    hits.append(pageCount + i)
-                }
-            }
-            if !regexRules.isEmpty {
-                let identifier = facts.elementIdentifier
-                identifier.withCString { c in
-                    for (i, re) in regexRules where re.matches(cString: c) {
-                        let r = rules.elements[i]
-                        if elementMatches(r, facts) && versionHolds(r.appVersions) { hits.append(pageCount + i) }
-                    }
-                }
-            }
-            for (kind, identifier) in facts.actionIdentifiers {
-                guard let list = clickActions[identifier] else { continue }
-                for i in list where rules.actions[i].kind == kind && !hits[start...].contains(pageCount + elementCount + i) {
-                    hits.append(pageCount + elementCount + i)
-                }
-            }
-        case .other:
-            break
-        }
-        if hits.count - start > 1 { hits[start...].sort() }
-    }
-
-    /// The conditions of an element rule other than its index key and versions.
-    func elementMatches(_ r: ElementRule, _ f: EventFacts) -> Bool {
-        if let p = r.path, p != f.elementPath { return false }
-        if let t = r.type, t != f.elementType { return false }
-        if let s = r.screen, s != f.page { return false }
-        if let p = r.pagePath, p != f.pagePath { return false }
-        if let index = r.index {
-            guard let text = f.elementIndex, Int(text) == index else { return false }
-        }
-        if r.section != nil || r.row != nil {
-            guard let pos = f.elementPosition else { return false }
-            let parts = pos.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            guard parts.count == 2, let s = Int(parts[0]), let row = Int(parts[1]) else { return false }
-            if let want = r.section, want != s { return false }
-            if let want = r.row, want != row { return false }
-        }
-        if let key = r.contentKey {
-            guard let item = f.contentItem(key) else { return false }
-            if let want = r.content, want != item { return false }
+        for s in [facts.screenName, facts.currentURL, facts.pagePath, facts.appVersion, facts.elementPath, facts.elementType,
+                  facts.elementPosition, facts.elementIndex, facts.content, facts.elementKind, facts.target, facts.action,
+                  facts.container, facts.tag] { put(s) }
+        if facts.contentItems.isEmpty {
+            spans.append(nil)
         } else {
-            if let want = r.content, want != f.content { return false }
-            if r.groupByContent && f.content == nil { return false }
+            let start = storage.count
+            storage.append(0x7B)
+            for (n, (k, v)) in facts.contentItems.enumerated() {
+                if n > 0 { storage.append(0x2C) }
+                JSONOut.appendString(k, to: &storage)
+                storage.append(0x3A)
+                JSONOut.appendString(v, to: &storage)
+            }
+            storage.append(0x7D)
+            spans.append(start..<storage.count)
         }
-        return true
+        storage.withUnsafeBufferPointer { b in
+            func raw(_ n: Int) -> RawText {
+                guard let r = spans[n] else { return .absent }
+                return RawText(b.baseAddress.map { $0 + r.lowerBound } ?? emptyBytes, r.count)
+            }
+            var f = RawFacts()
+            f.screenName = raw(0); f.currentURL = raw(1); f.pagePath = raw(2); f.appVersion = raw(3)
+            f.elementPath = raw(4); f.elementType = raw(5); f.elementPosition = raw(6); f.elementIndex = raw(7)
+            f.content = raw(8); f.elementKind = raw(9); f.target = raw(10); f.action = raw(11)
+            f.container = raw(12); f.tag = raw(13); f.contentObject = raw(14)
+            var buffer: [UInt8] = []
+            matchRaw(role: role, facts: f, into: &hits, buffer: &buffer)
+        }
     }
 }

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import MaidianEvents
 
 /// A property's text as raw bytes (a JSON string's content without quotes and without escapes, or a
@@ -9,25 +14,40 @@ public struct RawText {
     @inlinable public static var absent: RawText { RawText(nil, 0) }
     @inlinable public var isPresent: Bool { base != nil }
 
-    /// Whether every byte is ASCII and not NUL.
-    @inline(__always) var isPlainASCII: Bool {
-        guard let b = base else { return true }
-        var i = 0
-        let raw = UnsafeRawPointer(b)
-        while i &+ 8 <= count {
-            let v = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            // A high bit set, or (for bytes below 0x80) a zero byte.
-            if v & 0x8080_8080_8080_8080 != 0 || (v &- 0x0101_0101_0101_0101) & ~v & 0x8080_8080_8080_8080 != 0 { return false }
-            i &+= 8
-        }
-        while i < count {
-            if b[i] >= 0x80 || b[i] == 0 { return false }
-            i &+= 1
-        }
-        return true
+    /// Whether the text is present and has exactly the bytes of `b` ("exact" in SPEC section 4: the same
+    /// UTF-8 bytes; no Unicode normalization).
+    @inline(__always)
+    func equals(_ b: [UInt8]) -> Bool {
+        guard let p = base, count == b.count else { return false }
+        return b.withUnsafeBufferPointer { bytesEqual(p, $0.baseAddress ?? emptyBytes, count) }
     }
 
-    var string: String { String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self) }
+    /// Whether both are present with the same bytes.
+    @inline(__always)
+    func equals(_ o: RawText) -> Bool {
+        guard let p = base, let q = o.base, count == o.count else { return false }
+        return bytesEqual(p, q, count)
+    }
+}
+
+extension [UInt8] {
+    /// Writes the pieces one after the other at the start (growing the array when needed, never shrinking it:
+    /// the caller's buffer is reused); returns the length written. Absent pieces write nothing.
+    @inline(__always)
+    mutating func write(_ p0: RawText, _ p1: RawText, _ p2: RawText, _ p3: RawText = .absent, _ p4: RawText = .absent,
+                        _ p5: RawText = .absent, _ p6: RawText = .absent, _ p7: RawText = .absent) -> Int {
+        let n = p0.count + p1.count + p2.count + p3.count + p4.count + p5.count + p6.count + p7.count
+        if count < n { append(contentsOf: repeatElement(0, count: n - count)) }
+        withUnsafeMutableBufferPointer { out in
+            var at = out.baseAddress!
+            @inline(__always) func put(_ t: RawText) {
+                if let b = t.base { at.update(from: b, count: t.count) }
+                at += t.count
+            }
+            put(p0); put(p1); put(p2); put(p3); put(p4); put(p5); put(p6); put(p7)
+        }
+        return n
+    }
 }
 
 /// `EventFacts` as raw bytes into the batch (valid while the matcher runs): no allocation on the common path.
@@ -49,126 +69,20 @@ public struct RawFacts {
     @inlinable public var page: RawText { screenName.isPresent ? screenName : currentURL }
 }
 
-/// A string-keyed table searchable by raw bytes: a 64-bit hash of the bytes, verified byte for byte. Exact for
-/// ASCII (where String equality is byte equality); other bytes use the String dictionary.
-struct ByteTable: Sendable {
-    struct Entry: Sendable {
-        var key: [UInt8]
-        /// For pair keys: where the second part starts (after a NUL).
-        var split: Int
-        var list: [Int]
-    }
-    private var slots: [UInt64: [Entry]] = [:]
-    /// Some key is not plain ASCII: byte lookups go through `slow`.
-    private var slowOnly = false
-    private var slow: [String: [Int]] = [:]
-
-    static func hash(_ t: RawText) -> UInt64 {
-        var h = Hash64()
-        if let b = t.base { h.add(b, t.count) } else { h.add(0) }
-        return h.value
-    }
-
-    static func hash(_ a: RawText, _ b: RawText) -> UInt64 {
-        var h = Hash64()
-        h.add(a.base!, a.count)
-        h.add(0x5EED)
-        h.add(b.base!, b.count)
-        return h.value
-    }
-
-    init(_ dict: [String: [Int]]) {
-        slow = dict
-        for (k, list) in dict {
-            var s = k
-            s.withUTF8 { u in
-                let t = RawText(u.baseAddress ?? UnsafePointer(bitPattern: 1)!, u.count)
-                if !t.isPlainASCII { slowOnly = true }
-                slots[ByteTable.hash(t), default: []].append(Entry(key: Array(u), split: -1, list: list))
-            }
-        }
-    }
-
-    /// Pair keys (`a`, `b`); `slow` is keyed by `a + "\0" + b`.
-    init(pairs: [(String, String, Int)], slow: [String: [Int]]) {
-        self.slow = slow
-        var index: [[UInt8]: Int] = [:]
-        var entries: [Entry] = []
-        for (a, b, i) in pairs {
-            var a = a, b = b
-            let key = Array(a.utf8) + [0] + Array(b.utf8)
-            if let n = index[key] { entries[n].list.append(i); continue }
-            a.withUTF8 { ua in
-                b.withUTF8 { ub in
-                    let ta = RawText(ua.baseAddress ?? UnsafePointer(bitPattern: 1)!, ua.count)
-                    let tb = RawText(ub.baseAddress ?? UnsafePointer(bitPattern: 1)!, ub.count)
-                    if !ta.isPlainASCII || !tb.isPlainASCII { slowOnly = true }
-                }
-            }
-            index[key] = entries.count
-            entries.append(Entry(key: key, split: a.utf8.count + 1, list: [i]))
-        }
-        for e in entries {
-            e.key.withUnsafeBufferPointer { k in
-                let base = k.baseAddress!
-                let h = ByteTable.hash(RawText(base, e.split - 1), RawText(base + e.split, e.key.count - e.split))
-                slots[h, default: []].append(e)
-            }
-        }
-    }
-
-    var isEmpty: Bool { slow.isEmpty }
-
-    func lookup(_ t: RawText) -> [Int]? {
-        guard let b = t.base, !slow.isEmpty else { return nil }
-        if slowOnly || !t.isPlainASCII { return slow[t.string] }
-        guard let bucket = slots[ByteTable.hash(t)] else { return nil }
-        for e in bucket where e.key.count == t.count {
-            if e.key.withUnsafeBufferPointer({ bytesEqual($0.baseAddress!, b, t.count) }) { return e.list }
-        }
-        return nil
-    }
-
-    /// `exact`: set false when the String table answered (components then still need comparing).
-    func lookup(_ a: RawText, _ b: RawText, exact: inout Bool) -> [Int]? {
-        guard let pa = a.base, let pb = b.base, !slow.isEmpty else { return nil }
-        if slowOnly || !a.isPlainASCII || !b.isPlainASCII {
-            exact = false
-            return slow[a.string + "\u{0}" + b.string]
-        }
-        guard let bucket = slots[ByteTable.hash(a, b)] else { return nil }
-        for e in bucket where e.split == a.count + 1 && e.key.count == a.count + 1 + b.count {
-            let same = e.key.withUnsafeBufferPointer { k in
-                bytesEqual(k.baseAddress!, pa, a.count) && bytesEqual(k.baseAddress! + e.split, pb, b.count)
-            }
-            if same { return e.list }
-        }
-        return nil
-    }
-}
-
 @inline(__always)
 func bytesEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+    if n > 32 { return memcmp(a, b, n) == 0 }  // long paths: libc's vectorized compare
     var i = 0
+    while i &+ 8 <= n {
+        if UnsafeRawPointer(a).loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            != UnsafeRawPointer(b).loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+        i &+= 8
+    }
     while i < n {
         if a[i] != b[i] { return false }
         i &+= 1
     }
     return true
-}
-
-/// `t == s` as Strings (false when `t` is absent); byte comparison, String comparison only for non-ASCII.
-@inline(__always)
-func textEquals(_ t: RawText, _ s: String) -> Bool {
-    guard let b = t.base else { return false }
-    let r: Bool? = s.utf8.withContiguousStorageIfAvailable { u -> Bool? in
-        if u.count == t.count && (u.count == 0 || bytesEqual(u.baseAddress!, b, u.count)) { return true }
-        let ut = RawText(u.baseAddress, u.count)
-        if t.isPlainASCII && ut.isPlainASCII { return false }
-        return nil
-    } ?? nil
-    if let r { return r }
-    return t.string == s
 }
 
 /// `Int(String)` over raw bytes: optional sign, decimal digits, nil on overflow or anything else.
@@ -190,184 +104,353 @@ func parseInt(_ b: UnsafePointer<UInt8>, _ n: Int) -> Int? {
     return v
 }
 
-/// `VersionCondition.parse` over raw bytes.
-func parseVersion(_ t: RawText) -> [Int]? {
-    guard let b = t.base, t.count > 0 else { return nil }
-    var out: [Int] = []
-    var v = 0, len = 0
-    for i in 0...t.count {
-        if i == t.count || b[i] == 0x2E {
-            guard len > 0, len <= 9 else { return nil }
-            out.append(v)
-            v = 0; len = 0
-            continue
+/// A dotted version parsed without allocating (up to 8 parts; longer ones keep an array).
+struct ParsedVersion {
+    private var inline: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
+    private var long: [Int]?
+
+    /// `VersionCondition.parse` over raw bytes: nil unless every dot-separated part is 1 to 9 digits.
+    init?(_ t: RawText) {
+        guard let b = t.base, t.count > 0 else { return nil }
+        var parts = 0
+        var v = 0, len = 0
+        for i in 0...t.count {
+            if i == t.count || b[i] == 0x2E {
+                guard len > 0, len <= 9 else { return nil }
+                if parts < 8 {
+                    withUnsafeMutableBytes(of: &inline) { $0.storeBytes(of: v, toByteOffset: parts * MemoryLayout<Int>.stride, as: Int.self) }
+                } else {
+                    if long == nil { long = withUnsafeBytes(of: inline) { Array($0.bindMemory(to: Int.self)) } }
+                    long!.append(v)
+                }
+                parts += 1
+                v = 0; len = 0
+                continue
+            }
+            let c = b[i]
+            guard c >= 0x30 && c <= 0x39 else { return nil }
+            v = v * 10 + Int(c - 0x30)
+            len += 1
         }
-        let c = b[i]
-        guard c >= 0x30 && c <= 0x39 else { return nil }
-        v = v * 10 + Int(c - 0x30)
-        len += 1
     }
-    return out
+
+    /// Whether `c` holds, comparing as `VersionCondition.compare` (missing parts count as 0).
+    func satisfies(_ c: VersionCondition) -> Bool {
+        if let long { return c.holds(long) }
+        var order = 0
+        withUnsafeBytes(of: inline) { raw in
+            let mine = raw.bindMemory(to: Int.self)
+            for i in 0..<max(8, c.parts.count) {
+                let x = i < 8 ? mine[i] : 0, y = i < c.parts.count ? c.parts[i] : 0
+                if x != y { order = x < y ? -1 : 1; return }
+            }
+        }
+        return c.holds(order: order)
+    }
+}
+
+/// A click's numeric element fields, parsed once.
+struct ClickNumbers {
+    var index: Int?, section: Int?, row: Int?
+
+    init(_ f: RawFacts) {
+        if let b = f.elementIndex.base { index = parseInt(b, f.elementIndex.count) }
+        // `section-row`: split at the first dash.
+        if let b = f.elementPosition.base {
+            let n = f.elementPosition.count
+            var dash = -1
+            for i in 0..<n where b[i] == 0x2D { dash = i; break }
+            if dash >= 0, let s = parseInt(b, dash), let r = parseInt(b + dash + 1, n - dash - 1) {
+                section = s
+                row = r
+            }
+        }
+    }
+}
+
+/// The app version of one event, parsed on first use: `$app_version`, else `lib`'s.
+struct LazyVersion {
+    let facts: RawFacts
+    private var parsed = false
+    private var version: ParsedVersion?
+
+    init(_ f: RawFacts) { facts = f }
+
+    /// Whether every condition holds (an empty list always does; an event without a version satisfies none).
+    mutating func holds(_ conditions: [VersionCondition]) -> Bool {
+        if conditions.isEmpty { return true }
+        if !parsed {
+            parsed = true
+            if facts.appVersion.isPresent {
+                version = ParsedVersion(facts.appVersion)
+            } else if var text = RuleMatcher.libAppVersion(facts.lib) {
+                version = text.withUTF8 { ParsedVersion(RawText($0.baseAddress ?? emptyBytes, $0.count)) }
+            }
+        }
+        guard let v = version else { return false }
+        return conditions.allSatisfy { v.satisfies($0) }
+    }
+}
+
+/// The string members of a click's composite `$element_content` (the first of each key) as string numbers
+/// (`StringTable`); members whose key no rule names are left out.
+struct ContentItems {
+    var pairs: UnsafeMutablePointer<(key: Int32, value: Int32)>?
+    var count = 0
+
+    static var none: ContentItems { ContentItems(pairs: nil) }
+
+    /// The value's number of item `key` (-1: a value no rule names), or nil without such an item.
+    @inline(__always)
+    func value(_ key: Int32) -> Int32? {
+        guard let pairs else { return nil }
+        for i in 0..<count where pairs[i].key == key { return pairs[i].value }
+        return nil
+    }
+
+    /// Parses the object `object` (validated JSON) for the duration of `body`.
+    static func with<R>(_ object: RawText, _ strings: StringTable, _ body: (ContentItems) -> R) -> R {
+        guard let base = object.base else { return body(.none) }
+        let n = object.count
+        // A member takes at least 6 bytes (`"":"",`).
+        return withUnsafeTemporaryAllocation(of: (key: Int32, value: Int32).self, capacity: n / 6 + 1) { pairs in
+            var items = ContentItems(pairs: pairs.baseAddress!)
+            let b = UnsafeRawBufferPointer(start: base, count: n)
+            func id(_ lo: Int, _ hi: Int) -> Int32 {
+                for k in lo..<hi where b[k] == 0x5C {
+                    let decoded = unescapeJSONString(UnsafeRawBufferPointer(rebasing: b[lo..<hi]))
+                    return decoded.withUnsafeBufferPointer { strings.id(RawText($0.baseAddress ?? emptyBytes, $0.count)) }
+                }
+                return strings.id(RawText(base + lo, hi - lo))
+            }
+            var i = MiniJSON.skipSpace(b, 0)
+            guard i < n, b[i] == 0x7B else { return body(items) }
+            i += 1
+            while items.count < pairs.count {
+                i = MiniJSON.skipSpace(b, i)
+                guard i < n, b[i] == 0x22 else { break }
+                let keyEnd = MiniJSON.skipString(b, i)
+                let key = id(i + 1, keyEnd - 1)
+                i = MiniJSON.skipSpace(b, keyEnd)
+                guard i < n, b[i] == 0x3A else { break }
+                i = MiniJSON.skipSpace(b, i + 1)
+                guard i < n else { break }
+                let valueStart = i
+                i = MiniJSON.skipValue(b, i)
+                if b[valueStart] == 0x22, key >= 0, items.value(key) == nil {
+                    (pairs.baseAddress! + items.count).initialize(to: (key, id(valueStart + 1, i - 1)))
+                    items.count += 1
+                }
+                i = MiniJSON.skipSpace(b, i)
+                guard i < n, b[i] == 0x2C else { break }
+                i += 1
+            }
+            return body(items)
+        }
+    }
 }
 
 extension RuleMatcher {
-    /// Appends the rules the event of role `role` with raw facts `f` matches to `hits` (as `match(role:facts:into:)`).
-    /// `buffer` is scratch space for identifiers.
+    /// Appends the rules the event of role `role` with raw facts `f` matches to `hits`, in rule order (pages,
+    /// elements, actions). `buffer` is scratch space for identifiers.
     public func matchRaw(role: EventRole, facts f: RawFacts, into hits: inout [Int], buffer: inout [UInt8]) {
         let start = hits.count
         guard role != .other else { return }
         let page = f.page
-        if page.isPresent && tables.ignored.lookup(page) != nil { return }
-        var versionParsed = false
-        var version: [Int]? = nil
-        func versionHolds(_ conditions: [VersionCondition]) -> Bool {
-            if conditions.isEmpty { return true }
-            if !versionParsed {
-                versionParsed = true
-                if f.appVersion.isPresent {
-                    version = parseVersion(f.appVersion)
-                } else {
-                    version = RuleMatcher.libAppVersion(f.lib).flatMap { VersionCondition.parse(Substring($0)) }
-                }
-            }
-            guard let v = version else { return false }
-            return conditions.allSatisfy { $0.holds(v) }
-        }
-        let pageCount = rules.pages.count, elementCount = rules.elements.count
+        if page.isPresent && isIgnoredRaw(page) { return }
+        var version = LazyVersion(f)
         switch role {
         case .pageEnter:
-            if page.isPresent, let list = tables.pageByScreen.lookup(page) {
-                for i in list {
-                    let r = rules.pages[i]
-                    if let p = r.pagePath, !textEquals(f.pagePath, p) { continue }
-                    if versionHolds(r.appVersions) { hits.append(i) }
-                }
-            }
-            if f.pagePath.isPresent, let list = tables.pageByPath.lookup(f.pagePath) {
-                for i in list where versionHolds(rules.pages[i].appVersions) { hits.append(i) }
-            }
-            if page.isPresent, let list = tables.pageActions.lookup(page) {
-                for i in list { hits.append(pageCount + elementCount + i) }
-            }
+            matchPage(f, page, &version, &hits)
         case .click:
-            var items: [(String, String)]? = nil
-            var exact = true
-            if f.elementPath.isPresent && f.elementType.isPresent, let list = tables.elementByKey.lookup(f.elementPath, f.elementType, exact: &exact) {
-                for i in list where elementMatchesRaw(rules.elements[i], f, &items, keyChecked: exact) && versionHolds(rules.elements[i].appVersions) {
-                    hits.append(pageCount + i)
-                }
-            }
-            if !tables.regexRules.isEmpty {
-                // `{$element_path}-{$element_type}({position})_[{content}]`, NUL-terminated.
-                buffer.removeAll(keepingCapacity: true)
-                func put(_ t: RawText) { if let b = t.base { buffer.append(contentsOf: UnsafeBufferPointer(start: b, count: t.count)) } }
-                put(f.elementPath)
-                buffer.append(0x2D)
-                put(f.elementType)
-                buffer.append(0x28)
-                put(f.elementPosition.isPresent ? f.elementPosition : f.elementIndex)
-                buffer.append(0x29); buffer.append(0x5F); buffer.append(0x5B)
-                if f.content.isPresent { put(f.content) } else { buffer.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
-                buffer.append(0x5D)
-                buffer.append(0)
-                let length = buffer.firstIndex(of: 0)!
-                buffer.withUnsafeBufferPointer { b in
-                    b.withMemoryRebound(to: CChar.self) { c in
-                        for (n, (i, re)) in tables.regexRules.enumerated() {
-                            let affix = tables.regexAffixes[n]
-                            if !affix.prefix.isEmpty {
-                                guard length >= affix.prefix.count, bytesEqual(b.baseAddress!, affix.prefix, affix.prefix.count) else { continue }
-                            }
-                            if !affix.suffix.isEmpty {
-                                guard length >= affix.suffix.count,
-                                      bytesEqual(b.baseAddress! + length - affix.suffix.count, affix.suffix, affix.suffix.count) else { continue }
-                            }
-                            guard re.matches(cString: c.baseAddress!) else { continue }
-                            let r = rules.elements[i]
-                            if elementMatchesRaw(r, f, &items) && versionHolds(r.appVersions) { hits.append(pageCount + i) }
-                        }
-                    }
-                }
-            }
-            if f.target.isPresent && !tables.clickActions.isEmpty {
-                let tag = f.tag.isPresent ? f.tag : RawText(RuleMatcher.zero, 1)
-                func lookup(_ kind: ActionKind, _ a: RawText, _ b: RawText, _ c: RawText = .absent) {
-                    buffer.removeAll(keepingCapacity: true)
-                    buffer.append(contentsOf: UnsafeBufferPointer(start: a.base, count: a.count))
-                    buffer.append(0x2F)
-                    buffer.append(contentsOf: UnsafeBufferPointer(start: b.base, count: b.count))
-                    if c.isPresent {
-                        buffer.append(0x2F)
-                        buffer.append(contentsOf: UnsafeBufferPointer(start: c.base, count: c.count))
-                    }
-                    let list = buffer.withUnsafeBufferPointer { tables.clickActions.lookup(RawText($0.baseAddress ?? RuleMatcher.zero, $0.count)) }
-                    guard let list else { return }
-                    for i in list where rules.actions[i].kind == kind && !hits[start...].contains(pageCount + elementCount + i) {
-                        hits.append(pageCount + elementCount + i)
-                    }
-                }
-                let k = f.elementKind
-                if textEquals(k, "control") {
-                    if f.action.isPresent {
-                        lookup(.action, f.target, f.action, tag)
-                        lookup(.action, f.target, f.action)
-                    }
-                } else if textEquals(k, "gesture") {
-                    if f.action.isPresent { lookup(.gesture, f.target, f.action) }
-                } else if textEquals(k, "table") || textEquals(k, "collection") {
-                    if f.container.isPresent { lookup(.tableView, f.target, f.container, tag) }
-                }
-            }
+            matchClick(f, page, &version, &hits, &buffer)
         case .other:
             break
         }
-        if hits.count - start > 1 { hits[start...].sort() }
+        if hits.count - start > 1 {
+            // In place (sorting `hits[start...]` would copy it): insertion sort, as hits come nearly in order.
+            hits.withUnsafeMutableBufferPointer { h in
+                for i in (start + 1)..<h.count {
+                    let v = h[i]
+                    var j = i
+                    while j > start && h[j - 1] > v { h[j] = h[j - 1]; j -= 1 }
+                    h[j] = v
+                }
+            }
+        }
     }
 
-    nonisolated(unsafe) private static let zero: UnsafePointer<UInt8> = {
-        let p = UnsafeMutablePointer<UInt8>.allocate(capacity: 1)
-        p.initialize(to: 0x30)
+    func isIgnoredRaw(_ page: RawText) -> Bool {
+        for i in index.ignored.lookup(keyHash(.ignored, page)) where page.equals(index.ignoredPages[Int(index.ignored.rules[i])]) {
+            return true
+        }
+        return false
+    }
+
+    private func matchPage(_ f: RawFacts, _ page: RawText, _ version: inout LazyVersion, _ hits: inout [Int]) {
+        if page.isPresent {
+            for k in index.pageByScreen.lookup(keyHash(.screen, page)) {
+                let i = Int(index.pageByScreen.rules[k])
+                guard let s = index.pageScreens[i], page.equals(s) else { continue }
+                if let p = index.pagePaths[i], !f.pagePath.equals(p) { continue }
+                if version.holds(index.pageVersions[i]) { hits.append(i) }
+            }
+        }
+        if f.pagePath.isPresent {
+            for k in index.pageByPath.lookup(keyHash(.pagePath, f.pagePath)) {
+                let i = Int(index.pageByPath.rules[k])
+                guard let p = index.pagePaths[i], f.pagePath.equals(p) else { continue }
+                if version.holds(index.pageVersions[i]) { hits.append(i) }
+            }
+        }
+        if page.isPresent {
+            let offset = rules.pages.count + rules.elements.count
+            for k in index.pagePV.lookup(keyHash(.pagePV, page)) {
+                let i = Int(index.pagePV.rules[k])
+                if page.equals(index.actionIDs[i]) { hits.append(offset + i) }
+            }
+        }
+    }
+
+    private func matchClick(_ f: RawFacts, _ page: RawText, _ version: inout LazyVersion, _ hits: inout [Int], _ buffer: inout [UInt8]) {
+        var ev = ElementFields()
+        // Which masks the rules of this path and type use (none: only regex rules can match).
+        var masks: UInt64 = 0
+        if !index.elements.isEmpty {
+            ev.path = index.strings.id(f.elementPath)
+            ev.type = index.strings.id(f.elementType)
+            if ev.path >= 0 && ev.type >= 0 { masks = index.masksByPathType.get(ev.pathType).map { UInt64(bitPattern: $0) } ?? 0 }
+        }
+        if masks != 0 || index.regexes.count > 0 {
+            if f.contentObject.isPresent && index.usesItems {
+                ContentItems.with(f.contentObject, index.strings) { items in
+                    matchElements(f, page, items, &ev, masks, &version, &hits, &buffer)
+                }
+            } else {
+                matchElements(f, page, .none, &ev, masks, &version, &hits, &buffer)
+            }
+        }
+        if f.target.isPresent && !index.clickActions.isEmpty { matchActions(f, &hits, &buffer) }
+    }
+
+    private func matchElements(_ f: RawFacts, _ page: RawText, _ items: ContentItems, _ ev: inout ElementFields, _ masks: UInt64,
+                               _ version: inout LazyVersion, _ hits: inout [Int], _ buffer: inout [UInt8]) {
+        let pageCount = rules.pages.count
+        if index.elements.isEmpty {
+            ev.path = index.strings.id(f.elementPath)
+            ev.type = index.strings.id(f.elementType)
+        }
+        ev.page = index.strings.id(page)
+        ev.pagePath = index.strings.id(f.pagePath)
+        ev.content = index.strings.id(f.content)
+        let numbers = ClickNumbers(f)
+        ev.index = numbers.index; ev.section = numbers.section; ev.row = numbers.row
+        let hasContent = f.content.isPresent
+        func check(_ e: Int) {
+            if elementMatches(e, ev, hasContent, items) && (!index.elementChecks[e].hasVersions || version.holds(index.elementVersions[e])) {
+                hits.append(pageCount + e)
+            }
+        }
+        if masks != 0 {
+            func candidates(_ key: UInt64) {
+                for k in index.elements.lookup(key) { check(Int(index.elements.rules[k])) }
+            }
+            var plain = masks & ~index.itemMaskBits
+            while plain != 0 {
+                let m = plain.trailingZeroBitCount
+                plain &= plain &- 1
+                if let key = ev.key(index.masks[m]) { candidates(key) }
+            }
+            if masks & index.itemMaskBits != 0, let pairs = items.pairs {
+                for n in 0..<items.count {
+                    ev.itemKey = pairs[n].key
+                    ev.itemValue = pairs[n].value
+                    var withItem = masks & index.itemMaskBits
+                    while withItem != 0 {
+                        let m = withItem.trailingZeroBitCount
+                        withItem &= withItem &- 1
+                        if let key = ev.key(index.masks[m]) { candidates(key) }
+                    }
+                }
+            }
+        }
+        if index.regexes.count > 0 {
+            // `{$element_path}-{$element_type}({position})_[{content}]`
+            let position = f.elementPosition.isPresent ? f.elementPosition : f.elementIndex
+            let content = f.content.isPresent ? f.content : RawText(RuleMatcher.null, 4)
+            let n = buffer.write(f.elementPath, RuleMatcher.dash, f.elementType, RuleMatcher.open, position, RuleMatcher.close, content, RuleMatcher.end)
+            buffer.withUnsafeBytes { b in
+                index.regexes.forEachMatch(UnsafeRawBufferPointer(rebasing: b[0..<n])) { r in check(index.regexRules[r]) }
+            }
+        }
+    }
+
+    /// ACTION, GESTURE and TABLEVIEW rules by the click's action identifiers (SPEC section 3).
+    private func matchActions(_ f: RawFacts, _ hits: inout [Int], _ buffer: inout [UInt8]) {
+        let offset = rules.pages.count + rules.elements.count
+        let tag = f.tag.isPresent ? f.tag : RawText(RuleMatcher.zero, 1)
+        func lookup(_ kind: ActionKind, _ a: RawText, _ b: RawText, _ c: RawText = .absent) {
+            let n = c.isPresent ? buffer.write(a, RuleMatcher.slash, b, RuleMatcher.slash, c) : buffer.write(a, RuleMatcher.slash, b)
+            buffer.withUnsafeBufferPointer { id in
+                let t = RawText(id.baseAddress ?? emptyBytes, n)
+                for k in index.clickActions.lookup(keyHash(kind.tag, t)) {
+                    let i = Int(index.clickActions.rules[k])
+                    if index.actionKinds[i] == kind && t.equals(index.actionIDs[i]) { hits.append(offset + i) }
+                }
+            }
+        }
+        let k = f.elementKind
+        if k.equals(RuleMatcher.control) {
+            if f.action.isPresent {
+                lookup(.action, f.target, f.action, tag)
+                lookup(.action, f.target, f.action)
+            }
+        } else if k.equals(RuleMatcher.gesture) {
+            if f.action.isPresent { lookup(.gesture, f.target, f.action) }
+        } else if k.equals(RuleMatcher.table) || k.equals(RuleMatcher.collection) {
+            if f.container.isPresent { lookup(.tableView, f.target, f.container, tag) }
+        }
+    }
+
+    private static let control = Array("control".utf8), gesture = Array("gesture".utf8)
+    private static let table = Array("table".utf8), collection = Array("collection".utf8)
+
+    /// Constant pieces of identifiers, in memory that lives as long as the process.
+    nonisolated(unsafe) private static let constants: UnsafePointer<UInt8> = {
+        let bytes = Array("0null/-(" .utf8) + Array(")_[]".utf8)
+        let p = UnsafeMutablePointer<UInt8>.allocate(capacity: bytes.count)
+        p.initialize(from: bytes, count: bytes.count)
         return UnsafePointer(p)
     }()
+    private static var zero: UnsafePointer<UInt8> { constants }
+    private static var null: UnsafePointer<UInt8> { constants + 1 }
+    private static var slash: RawText { RawText(constants + 5, 1) }
+    private static var dash: RawText { RawText(constants + 6, 1) }
+    private static var open: RawText { RawText(constants + 7, 1) }
+    private static var close: RawText { RawText(constants + 8, 3) }
+    private static var end: RawText { RawText(constants + 11, 1) }
 
-    /// `elementMatches` over raw facts; `items` caches the composite content's items.
-    /// `keyChecked`: path and type are known equal (found by them in the element table).
-    func elementMatchesRaw(_ r: ElementRule, _ f: RawFacts, _ items: inout [(String, String)]?, keyChecked: Bool = false) -> Bool {
-        if !keyChecked {
-            if let p = r.path, !textEquals(f.elementPath, p) { return false }
-            if let t = r.type, !textEquals(f.elementType, t) { return false }
-        }
-        if let s = r.screen, !textEquals(f.page, s) { return false }
-        if let p = r.pagePath, !textEquals(f.pagePath, p) { return false }
-        if let index = r.index {
-            guard let b = f.elementIndex.base, parseInt(b, f.elementIndex.count) == index else { return false }
-        }
-        if r.section != nil || r.row != nil {
-            guard let b = f.elementPosition.base else { return false }
-            let n = f.elementPosition.count
-            var dash = -1
-            for i in 0..<n where b[i] == 0x2D { dash = i; break }
-            guard dash >= 0, let s = parseInt(b, dash), let row = parseInt(b + dash + 1, n - dash - 1) else { return false }
-            if let want = r.section, want != s { return false }
-            if let want = r.row, want != row { return false }
-        }
-        if let key = r.contentKey {
-            if items == nil { items = RuleMatcher.objectItems(f.contentObject) }
-            guard let item = items!.first(where: { $0.0 == key })?.1 else { return false }
-            if let want = r.content, want != item { return false }
-        } else {
-            if let want = r.content, !textEquals(f.content, want) { return false }
-            if r.groupByContent && !f.content.isPresent { return false }
-        }
-        return true
-    }
-
-    /// The string members of an object value.
-    static func objectItems(_ t: RawText) -> [(String, String)] {
-        guard let base = t.base else { return [] }
-        let b = UnsafeRawBufferPointer(start: base, count: t.count)
-        return MiniJSON.members(b).compactMap { m in
-            MiniJSON.string(UnsafeRawBufferPointer(rebasing: b[m.value])).map { (String(decoding: m.key, as: UTF8.self), $0) }
+    /// Every condition of element rule `e` but its versions, checked exactly (on string numbers).
+    @inline(__always)
+    func elementMatches(_ e: Int, _ ev: ElementFields, _ hasContent: Bool, _ items: ContentItems) -> Bool {
+        index.elementChecks.withUnsafeBufferPointer { checks in
+            let c = checks[e]
+            if c.path >= 0 && c.path != ev.path { return false }
+            if c.type >= 0 && c.type != ev.type { return false }
+            let m = c.mask
+            if m.contains(.screen) && c.screen != ev.page { return false }
+            if m.contains(.pagePath) && c.pagePath != ev.pagePath { return false }
+            if m.contains(.index) && ev.index != c.index { return false }
+            if m.contains(.section) && ev.section != c.section { return false }
+            if m.contains(.row) && ev.row != c.row { return false }
+            if c.contentKey >= 0 {
+                guard let value = items.value(c.contentKey) else { return false }
+                if m.contains(.itemValue) && value != c.content { return false }
+            } else {
+                if m.contains(.content) && ev.content != c.content { return false }
+                if c.groupByContent && !hasContent { return false }
+            }
+            return true
         }
     }
 
@@ -381,55 +464,7 @@ extension RuleMatcher {
 
     /// Appends the JSON string of the hit's id.
     public func appendID(of hit: Int, to out: inout [UInt8]) {
-        out.append(contentsOf: tables.idJSON[hit])
+        let (start, end) = (index.idStarts[hit], index.idStarts[hit + 1])
+        index.idJSON.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<end])) }
     }
-}
-
-/// The matcher's byte-keyed tables, built at load time.
-struct RawTables: Sendable {
-    var ignored: ByteTable
-    var pageByScreen: ByteTable
-    var pageByPath: ByteTable
-    var pageActions: ByteTable
-    var clickActions: ByteTable
-    var elementByKey: ByteTable
-    var regexRules: [(Int, PosixRegex)]
-    /// Per regex rule: literal bytes every match starts / ends with (empty when unknown).
-    var regexAffixes: [(prefix: [UInt8], suffix: [UInt8])]
-    var idJSON: [[UInt8]]
-}
-
-/// Literal bytes every match of a POSIX extended regex must start / end with (a cheap reject before `regexec`).
-/// Conservative: patterns with bracket expressions or alternation get none.
-func regexAffixes(_ pattern: String) -> (prefix: [UInt8], suffix: [UInt8]) {
-    enum Token: Equatable { case literal(UInt8), special(UInt8), other }
-    let special: Set<UInt8> = Set(".[](){}*+?|^$\\".utf8)
-    var tokens: [Token] = []
-    let b = Array(pattern.utf8)
-    var i = 0
-    while i < b.count {
-        let c = b[i]
-        if c == 0x5C {
-            guard i + 1 < b.count else { return ([], []) }
-            tokens.append(special.contains(b[i + 1]) ? .literal(b[i + 1]) : .other)
-            i += 2
-            continue
-        }
-        if c == 0x5B || c == 0x7C { return ([], []) }
-        if special.contains(c) { tokens.append(.special(c)) } else if c >= 0x20 && c < 0x7F { tokens.append(.literal(c)) } else { tokens.append(.other) }
-        i += 1
-    }
-    var prefix: [UInt8] = []
-    if tokens.first == .special(0x5E) {
-        var k = 1
-        while k < tokens.count, case .literal(let c) = tokens[k] { prefix.append(c); k += 1 }
-        if k < tokens.count, case .special(let q) = tokens[k], q == 0x2A || q == 0x3F || q == 0x7B, !prefix.isEmpty { prefix.removeLast() }
-    }
-    var suffix: [UInt8] = []
-    if tokens.count > 1 && tokens.last == .special(0x24) {
-        var k = tokens.count - 2
-        while k >= 0, case .literal(let c) = tokens[k] { suffix.append(c); k -= 1 }
-        suffix.reverse()
-    }
-    return (prefix, suffix)
 }

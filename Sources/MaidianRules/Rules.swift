@@ -108,7 +108,11 @@ public struct VersionCondition: Sendable, Equatable {
 
     /// Whether `version` (dotted parts) satisfies this condition.
     public func holds(_ version: [Int]) -> Bool {
-        let c = VersionCondition.compare(version, parts)
+        holds(order: VersionCondition.compare(version, parts))
+    }
+
+    /// Whether a version that compares `order` (-1, 0, 1) with `parts` satisfies this condition.
+    func holds(order c: Int) -> Bool {
         switch op {
         case .eq: return c == 0
         case .ge: return c >= 0
@@ -200,7 +204,7 @@ public struct ElementRule: Sendable, Decodable {
     public var contentKey: String?
     /// One count per distinct content value; matches only events with the content item.
     public var groupByContent: Bool
-    /// A POSIX extended regex over the element identifier.
+    /// A regex over the element identifier (Hyperscan's PCRE dialect, see `RegexSet`).
     public var identifierRegex: String?
     /// All must hold.
     public var appVersions: [VersionCondition]
@@ -253,7 +257,8 @@ public struct ElementRule: Sendable, Decodable {
             throw decoder.fail("'group_by_content' and 'content' contradict each other", forKey: CodingKeys.groupByContent)
         }
         if let identifierRegex {
-            do { _ = try PosixRegex(identifierRegex) } catch let e as PosixRegex.CompileError {
+            // The engine and flags of the matcher's multi-pattern scan, so a rule that loads also matches.
+            do { try RegexSet.check(identifierRegex) } catch let e as RegexSet.CompileError {
                 throw decoder.fail("bad regex in 'identifier_regex': \(e.message)", forKey: CodingKeys.identifierRegex, code: .badValue)
             }
         } else if path == nil || type == nil {

@@ -92,16 +92,6 @@ final class MatcherTests: XCTestCase {
         return hits
     }
 
-    func testRegexAffixes() {
-        XCTAssertEqual(regexAffixes(#"^UIWindow-.*-UIView-UIImageView\(0\)_\[null\]$"#).prefix, Array("UIWindow-".utf8))
-        XCTAssertEqual(regexAffixes(#"^UIWindow-.*-UIView-UIImageView\(0\)_\[null\]$"#).suffix, Array("-UIView-UIImageView(0)_[null]".utf8))
-        XCTAssertEqual(regexAffixes("^ab*c").prefix, Array("a".utf8))
-        XCTAssertEqual(regexAffixes("^ab+c").prefix, Array("abc".utf8).dropLast().map { $0 })
-        XCTAssertTrue(regexAffixes("^a|b$").prefix.isEmpty)
-        XCTAssertTrue(regexAffixes("^[ab]c$").suffix.isEmpty)
-        XCTAssertEqual(regexAffixes("x(1-\\d+)$").suffix, [])
-        XCTAssertEqual(regexAffixes("x\\.y$").suffix, Array("x.y".utf8))
-    }
 
     func testRoles() {
         XCTAssertEqual(EventRole.of("$AppViewScreen"), .pageEnter)
@@ -188,8 +178,8 @@ final class MatcherTests: XCTestCase {
         XCTAssertEqual(ids(m, .click, f), ["image"])
         f.content = "x"
         XCTAssertEqual(ids(m, .click, f), [])
-        XCTAssertTrue(try PosixRegex(#"^a\d+$"#).matches("a12"))
-        XCTAssertFalse(try PosixRegex(#"^a\d+$"#).matches("ab"))
+        XCTAssertTrue(try RegexSet([#"^a\d+$"#]).matches("a12"))
+        XCTAssertFalse(try RegexSet([#"^a\d+$"#]).matches("ab"))
     }
 
     func testActionIdentifiers() throws {
@@ -216,14 +206,28 @@ final class MatcherTests: XCTestCase {
         f.action = "tap:"
         XCTAssertEqual(ids(m, .click, f), [], "a GESTURE key does not match a control click")
     }
-}
 
-final class RawTextTests: XCTestCase {
-    func testPlainASCII() {
-        for (text, plain) in [("", true), ("abcdefghijklmnopq", true), ("abcdefgh\u{0}ijk", false), ("abcdefghij\u{0}", false),
-                              ("abcdéfghijk", false), ("abcdefghijklé", false), ("\u{7F}abcdefgh", true)] {
-            var s = text
-            s.withUTF8 { u in XCTAssertEqual(RawText(u.baseAddress ?? UnsafePointer(bitPattern: 1)!, u.count).isPlainASCII, plain, text) }
-        }
+    func testExactMeansSameBytes() throws {
+        let m = try RuleMatcher(rules: RulesFile.parse("""
+            elements:
+              - {id: precomposed, path: P, type: T, content: "caf\\u00e9"}
+              - {id: item, path: P, type: T, content_key: "k\\u00e9", content: "v"}
+              - {id: quoted, path: P, type: T, content_key: "a\\"b", content: "x"}
+            """))
+        var f = EventFacts()
+        f.elementPath = "P"
+        f.elementType = "T"
+        f.content = "caf\u{E9}"
+        XCTAssertEqual(ids(m, .click, f), ["precomposed"])
+        f.content = "cafe\u{301}"
+        XCTAssertEqual(f.content, "caf\u{E9}", "equal as Swift Strings")
+        XCTAssertEqual(ids(m, .click, f), [], "but not the same bytes")
+        f.content = nil
+        f.contentItems = [("k\u{E9}", "v"), ("k\u{E9}", "w")]
+        XCTAssertEqual(ids(m, .click, f), ["item"])
+        f.contentItems = [("k\u{E9}", "w"), ("k\u{E9}", "v")]
+        XCTAssertEqual(ids(m, .click, f), [], "the first of duplicate keys counts")
+        f.contentItems = [("a\"b", "x"), ("k\u{E9}", "v")]
+        XCTAssertEqual(ids(m, .click, f), ["item", "quoted"], "escaped keys are decoded")
     }
 }
