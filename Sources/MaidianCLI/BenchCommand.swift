@@ -17,6 +17,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Records per batch.") var batch: Int = 1000
     @Option(help: "Partitions to spread the records over (by key).") var partitions: Int = 8
     @Option(help: "Runs (each with fresh stage state); the fastest is reported.") var runs: Int = 1
+    @Flag(help: "Also print a digest of all outputs, from one extra untimed run (to check that a change kept them).") var digest = false
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
@@ -50,6 +51,11 @@ struct BenchCommand: ParsableCommand {
             print(String(format: "CPU time of the benchmark thread %.3f s: %.0f events per CPU second", result.cpuSeconds, result.eventsPerCPUSecond))
             print("outputs: \(result.outputMessages) messages, \(result.outputBytes) bytes")
             for line in summaryEngine.summaryLines() { print("  " + line) }
+        }
+        if digest {
+            let fresh = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+            let d = try Bench.outputDigest(engine: fresh, records: records, topic: spec.source.topic, batchSize: batch)
+            print("output digest: " + String(d, radix: 16))
         }
     }
 }

@@ -109,6 +109,24 @@ public enum Bench {
         return result
     }
 
+    /// A digest of every output message (topic name, key, value, in order) of one untimed run: two builds
+    /// that print the same digest for the same pipeline and recording wrote the same outputs.
+    public static func outputDigest(engine: PipelineEngine, records: [SourceRecord], topic: String = "events.raw", batchSize: Int = 1000) throws -> UInt64 {
+        var h = Hash64()
+        _ = try run(engine: engine, records: records, topic: topic, batchSize: batchSize) { _, out in
+            out.bytes.withUnsafeBufferPointer { b in
+                for m in out.messages {
+                    var name = out.topics[Int(m.topic)]
+                    name.withUTF8 { h.add($0.baseAddress!, $0.count) }
+                    for span in [m.key, m.value] {
+                        if span.isPresent { h.add(b.baseAddress! + Int(span.start), span.count) } else { h.add(UInt64.max) }
+                    }
+                }
+            }
+        }
+        return h.value
+    }
+
     @inline(__always)
     private static func appendRecord(_ batch: inout EventBatch, _ topic: Int32, _ rec: SourceRecord) {
         func opt(_ a: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Void) {
