@@ -1,18 +1,39 @@
-/// Remembers, per distinct property name, whether it is a valid SPEC name and which `KnownProperty` it is.
+/// The scanner's memory of object keys: per distinct key, whether it is a valid SPEC name, which
+/// `KnownProperty` or top-level field it is, and which key followed it last time.
 ///
-/// The same few dozen names repeat in every event; checking each byte of each name against a class table
-/// and comparing it with the known names cost more than the rest of the scan. A direct-mapped cache keyed
-/// by the name's bytes (compared in full, so a hit is exact) answers with three word loads.
+/// Every event of an upload carries the same few dozen keys in the same order. Scanning is a chain of
+/// data-dependent steps (where one string ends decides where the next starts), so it is bound by latency;
+/// the cache turns the common case into a prediction checked by comparing words: the key is the one that
+/// followed the previous key last time when the bytes at the current position are exactly `"name":`. No scan,
+/// no hashing, and the position after the colon is known before the comparison finishes. A failed check falls
+/// back to the full scan and a hashed lookup, so results never depend on the cache; only plain keys (no
+/// escapes) that scanned cleanly are cached.
 final class NameCache {
-    private struct Entry {
-        var length: Int = -1
-        var w0: UInt64 = 0, w1: UInt64 = 0, w2: UInt64 = 0, w3: UInt64 = 0
+    struct Entry {
+        /// Length of the token `"name":` (name length + 3); 0 for an empty slot or a pseudo entry.
+        var token: Int = 0
+        /// The token's first 8 bytes and its last 8 bytes (masked to the token; `last` only past 8 bytes).
+        var first: UInt64 = 0, last: UInt64 = 0
+        var firstMask: UInt64 = 0, lastMask: UInt64 = 0
+        /// Token bytes 8..<24, masked (tokens over 16 bytes only).
+        var middle0: UInt64 = 0, middle1: UInt64 = 0
+        var middleMask1: UInt64 = 0
         var valid = false
+        var field = TopField.other
         var bit: UInt64 = 0
+        /// The slot of the key that followed this one last time.
+        var next: Int32 = 0
     }
 
+    /// Slot 0 never matches (escaped and very long keys use it); slot 1 is the head of every object: its
+    /// `next` is the usual first key.
+    static let none: Int32 = 0
+    static let head: Int32 = 1
+    /// Longest cached name; the arena padding covers reading `maxName + 3` bytes from a key's quote.
+    static let maxName = 29
     private static let slots = 512
-    private let entries: UnsafeMutablePointer<Entry>
+    private static let firstSlot = 2
+    let entries: UnsafeMutablePointer<Entry>
 
     init() {
         entries = .allocate(capacity: NameCache.slots)
@@ -24,33 +45,77 @@ final class NameCache {
         entries.deallocate()
     }
 
-    /// Word `k` of the name at `p[start..<start+n]`, zero-padded. Reads at most 8 bytes from any position
-    /// before `start + n`, which the JSON arena's padding makes safe.
-    @inline(__always)
-    private static func word(_ p: UnsafePointer<UInt8>, _ start: Int, _ n: Int, _ k: Int) -> UInt64 {
-        let off = k &* 8
-        if off >= n { return 0 }
-        let w = UnsafeRawPointer(p + (start &+ off)).loadUnaligned(as: UInt64.self)
-        let left = n &- off
-        return left >= 8 ? w : w & ((1 << UInt64(left &* 8)) &- 1)
+    @inline(__always) static func load(_ p: UnsafePointer<UInt8>, _ at: Int) -> UInt64 {
+        UnsafeRawPointer(p + at).loadUnaligned(as: UInt64.self)
     }
 
-    /// Validity and known-property bit of the unescaped name `p[start..<end]`.
+    /// A mask of the low `n` bytes of a word (none for `n <= 0`, all for `n >= 8`).
+    @inline(__always) static func lowBytes(_ n: Int) -> UInt64 {
+        n >= 8 ? ~0 : (n <= 0 ? 0 : (1 << UInt64(truncatingIfNeeded: n &* 8)) &- 1)
+    }
+
+    /// Whether `p[at...]` is the token `"name":` of slot `slot`, within `end`. Returns the token length, or 0.
     @inline(__always)
-    func lookup(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ names: KnownNameTable.View) -> (valid: Bool, bit: UInt64) {
+    func matchKey(_ slot: Int32, _ p: UnsafePointer<UInt8>, _ at: Int, _ end: Int) -> Int {
+        let e = entries + Int(slot)
+        let t = e.pointee.token
+        // Both loads stay inside the token or the arena padding: `at + t <= end` is checked with them.
+        let firstOK = NameCache.load(p, at) & e.pointee.firstMask == e.pointee.first
+        let lastOK = NameCache.load(p, at &+ Swift.max(t &- 8, 0)) & e.pointee.lastMask == e.pointee.last
+        guard firstOK && lastOK && t > 0 && at &+ t <= end else { return 0 }
+        if t <= 16 { return t }
+        let middleOK = NameCache.load(p, at &+ 8) == e.pointee.middle0
+            && NameCache.load(p, at &+ 16) & e.pointee.middleMask1 == e.pointee.middle1
+        return middleOK ? t : 0
+    }
+
+    /// The slot of the plain (unescaped) name `p[start..<end]`, filling it on a miss; `none` for names over
+    /// `maxName` bytes or without `":` right after the closing quote (then they are never predicted).
+    @inline(__always)
+    func lookup(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ names: KnownNameTable.View) -> Int32 {
         let n = end &- start
-        if n > 32 { return (isValidName(p, start, end), 0) }
-        let w0 = NameCache.word(p, start, n, 0), w1 = NameCache.word(p, start, n, 1)
-        let w2 = NameCache.word(p, start, n, 2), w3 = NameCache.word(p, start, n, 3)
-        var h = (w0 ^ (w1 &* 0x9E37_79B9_7F4A_7C15) ^ (w2 &* 0xC2B2_AE3D_27D4_EB4F) ^ (w3 &* 0x1656_67B1_9E37_79F9)) &+ UInt64(n)
-        h = (h ^ (h >> 29)) &* 0xBF58_476D_1CE4_E5B9
-        let slot = entries + Int(truncatingIfNeeded: (h >> 40) & UInt64(NameCache.slots - 1))
-        if slot.pointee.length == n && slot.pointee.w0 == w0 && slot.pointee.w1 == w1 && slot.pointee.w2 == w2 && slot.pointee.w3 == w3 {
-            return (slot.pointee.valid, slot.pointee.bit)
+        if n > NameCache.maxName { return NameCache.none }
+        let at = start &- 1
+        let t = n &+ 3
+        let first = NameCache.load(p, at) & NameCache.lowBytes(t)
+        let last = t > 8 ? NameCache.load(p, at &+ t &- 8) : 0
+        var h = (first &* 0x9E37_79B9_7F4A_7C15) ^ (last &* 0xC2B2_AE3D_27D4_EB4F) ^ UInt64(truncatingIfNeeded: n)
+        h ^= h >> 29
+        let home = NameCache.firstSlot &+ Int(truncatingIfNeeded: (h >> 20) % UInt64(NameCache.slots &- NameCache.firstSlot))
+        // Up to four neighbouring slots; past them the home slot is reused (the cache only ever speeds up).
+        var slot = home
+        for _ in 0..<4 {
+            if entries[slot].token == 0 { return fill(slot, p, start, end, names) }
+            if matchKey(Int32(slot), p, at, end &+ 2) != 0 { return Int32(slot) }
+            slot = slot &+ 1 == NameCache.slots ? NameCache.firstSlot : slot &+ 1
         }
-        let valid = isValidName(p, start, end)
-        let bit = names.classify(p, start, end)
-        slot.pointee = Entry(length: n, w0: w0, w1: w1, w2: w2, w3: w3, valid: valid, bit: bit)
-        return (valid, bit)
+        return fill(home, p, start, end, names)
+    }
+
+    @inline(never)
+    private func fill(_ slot: Int, _ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int, _ names: KnownNameTable.View) -> Int32 {
+        // Only a key written `"name":` can be predicted (the token includes the colon).
+        guard p[end] == 0x22 && p[end &+ 1] == 0x3A else { return NameCache.none }
+        let n = end &- start
+        let at = start &- 1
+        let t = n &+ 3
+        var e = Entry()
+        e.token = t
+        e.firstMask = NameCache.lowBytes(t)
+        e.first = NameCache.load(p, at) & e.firstMask
+        if t > 8 {
+            e.lastMask = ~0
+            e.last = NameCache.load(p, at &+ t &- 8)
+        }
+        if t > 16 {
+            e.middle0 = NameCache.load(p, at &+ 8)
+            e.middleMask1 = NameCache.lowBytes(t &- 16)
+            e.middle1 = NameCache.load(p, at &+ 16) & e.middleMask1
+        }
+        e.valid = isValidName(p, start, end)
+        e.bit = names.classify(p, start, end)
+        e.field = TopField.classify(p, start, end)
+        entries[slot] = e
+        return Int32(slot)
     }
 }

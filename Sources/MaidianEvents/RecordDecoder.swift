@@ -22,11 +22,17 @@ public final class RecordDecoder {
     public var limits: RecordLimits
     private let zstd = ZstdDecompressor()
     private let knownNames = KnownNameTable()
-    private let nameCache = NameCache()
+    /// Keys of events and keys of `properties` objects (see `NameCache`).
+    private let topKeys = NameCache()
+    private let propertyKeys = NameCache()
+    /// The current record's events and properties (see `scanRecord`).
+    private let events = ScanBuffer<Event>(capacity: 64)
+    private let props = ScanBuffer<Property>(capacity: 1024)
     /// Output of the streaming path (frames without a declared size), reused.
     private var streamBuffer: [UInt8] = []
-    /// Scanner padding: the JSON arena always has this many readable bytes after any record.
-    static let padding = 16
+    /// Scanner padding: the JSON arena always has this many readable bytes after any record (the key cache
+    /// compares whole words up to 32 bytes from a key's quote).
+    static let padding = 32
 
     public init(limits: RecordLimits = RecordLimits()) {
         self.limits = limits
@@ -135,9 +141,14 @@ public final class RecordDecoder {
 
     private func scanRecord(_ batch: inout EventBatch, _ r: Int, _ start: Int, _ end: Int) {
         let firstEvent = batch.events.count
-        let firstProp = batch.properties.count
+        let propBase = batch.properties.count
         var outcome: (DeadLetterReason, String)? = nil
         let maxEvents = limits.maxEventsPerRecord
+        // Events and properties go to the decoder's own buffers first and into the batch in one copy per record:
+        // no per-element array bookkeeping, and nothing to take back from the batch when the record is malformed.
+        events.count = 0
+        props.count = 0
+        var failedEvents = 0
         knownNames.withView { names in
         batch.json.withUnsafeBufferPointer { jb in
             var s = JSONScanner(base: jb.baseAddress!, start: start, end: end)
@@ -166,14 +177,15 @@ public final class RecordDecoder {
                     s.skipWhitespace()
                     var ev = Event(record: Int32(r), index: index, start: s.pos)
                     if s.peek() == 0x7B {
-                        scanEvent(&s, &ev, &batch.properties, names)
+                        scanEvent(&s, &ev, propBase, names)
                     } else {
                         s.skipValue(depth: 1)
                         ev.status = .failed
                         ev.reason = .notObject
+                        failedEvents += 1
                     }
                     ev.bytes.end = Int32(s.pos)
-                    batch.appendDecoded(ev)
+                    events.append(ev)
                     index += 1
                     s.skipWhitespace()
                     let c = s.peek()
@@ -190,32 +202,30 @@ public final class RecordDecoder {
         }
         }
         if let (reason, detail) = outcome {
-            batch.removeDecoded(from: firstEvent)
-            batch.properties.removeSubrange(firstProp...)
             failRecord(&batch, r, reason, detail)
             return
         }
+        batch.properties.append(contentsOf: props.elements)
+        batch.appendDecoded(events.elements, failed: failedEvents)
         batch.records[r].firstEvent = Int32(firstEvent)
-        batch.records[r].eventCount = Int32(batch.events.count - firstEvent)
+        batch.records[r].eventCount = Int32(events.count)
     }
 
     /// Scans one event object, recording the fields stages need. Does not decide validity: the validate stage does.
     @inline(__always)
-    private func scanEvent(_ s: inout JSONScanner, _ ev: inout Event, _ props: inout [Property], _ names: KnownNameTable.View) {
+    private func scanEvent(_ s: inout JSONScanner, _ ev: inout Event, _ propBase: Int, _ names: KnownNameTable.View) {
         let p = s.p
+        let cache = topKeys
         s.pos += 1  // {
-        s.skipWhitespace()
-        if s.peek() == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
+        if s.nextByte() == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
+        var prev = NameCache.head
         while !s.failed {
-            s.skipWhitespace()
-            guard s.peek() == 0x22 else { s.fail("expected a key"); return }
-            let (key, _) = s.scanKey()
-            s.skipWhitespace()
-            guard s.peek() == 0x3A else { s.fail("expected ':'"); return }
-            s.pos += 1
-            s.skipWhitespace()
-            let field = key.escaped ? TopField.other : TopField.classify(p, key.start, key.end)
-            let c = s.peek()
+            let key = scanKey(&s, cache, &prev, names)
+            if s.failed { return }
+            let field = key.slot != NameCache.none ? cache.entries[Int(key.slot)].field
+                : (key.escaped ? TopField.other : TopField.classify(p, key.start, key.end))
+            let c = s.nextByte()
+            let vs = s.pos
             switch field {
             case .type:
                 if c == 0x22 {
@@ -231,7 +241,6 @@ public final class RecordDecoder {
                     ev.eventNameIsString = true
                 } else { s.skipValue(depth: 1); ev.eventName = .absent; ev.eventNameIsString = false }
             case .time:
-                let vs = s.pos
                 if c == 0x2D || (c >= 0x30 && c <= 0x39) {
                     let (isInt, v) = s.scanNumber()
                     ev.timeKind = isInt ? 1 : 2
@@ -260,10 +269,9 @@ public final class RecordDecoder {
                     ev.distinctIDLength = Int32(v.decodedLength)
                 } else { s.skipValue(depth: 1); ev.distinctIDKind = 2 }
             case .properties:
-                let vs = s.pos
                 if c == 0x7B {
                     ev.propertiesKind = 1
-                    scanProperties(&s, &ev, &props, names)
+                    scanProperties(&s, &ev, propBase, names)
                 } else {
                     ev.propertiesKind = 2
                     s.skipValue(depth: 1)
@@ -275,82 +283,103 @@ public final class RecordDecoder {
                     ev.project = v.escaped ? .absent : Span(v.start, v.end)
                 } else { s.skipValue(depth: 1) }
             case .lib:
-                let vs = s.pos
                 let k = s.skipValue(depth: 1)
                 ev.lib = k == .object ? Span(vs, s.pos) : .absent
             case .other:
-                s.skipValue(depth: 1)
+                if c == 0x22 { _ = s.scanString() } else { s.skipValue(depth: 1) }
             }
-            s.skipWhitespace()
-            let d = s.peek()
+            let d = s.nextByte()
             if d == 0x2C { s.pos += 1; continue }
             if d == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
             s.fail("expected ',' or '}'")
         }
     }
 
+    /// Reads an object key and its `:`: the key that followed `prev` last time when the bytes say so (see
+    /// `NameCache`), else `scanKeySlow`. Leaves `s` after the `:`; `prev` becomes the key's slot.
     @inline(__always)
-    private func scanProperties(_ s: inout JSONScanner, _ ev: inout Event, _ props: inout [Property], _ names: KnownNameTable.View) {
+    private func scanKey(_ s: inout JSONScanner, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo {
+        let guess = cache.entries[Int(prev)].next
+        let t = cache.matchKey(guess, s.p, s.pos, s.end)
+        if t > 0 {
+            let start = s.pos &+ 1
+            s.pos &+= t
+            prev = guess
+            return KeyInfo(slot: guess, start: start, end: start &+ t &- 3, escaped: false)
+        }
+        return scanKeySlow(&s, cache, &prev, names)
+    }
+
+    /// A full key scan and a cache lookup (slot `NameCache.none` for escaped, very long or spaced keys).
+    @inline(never)
+    private func scanKeySlow(_ s: inout JSONScanner, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo {
+        guard s.nextByte() == 0x22 else { s.fail("expected a key"); return KeyInfo(slot: NameCache.none, start: s.pos, end: s.pos, escaped: false) }
+        let key = s.scanString()
+        let slot = key.escaped || s.failed ? NameCache.none : cache.lookup(s.p, key.start, key.end, names)
+        cache.entries[Int(prev)].next = slot
+        prev = slot
+        if s.nextByte() == 0x3A { s.pos += 1 } else { s.fail("expected ':'") }
+        return KeyInfo(slot: slot, start: key.start, end: key.end, escaped: key.escaped)
+    }
+
+    @inline(__always)
+    private func scanProperties(_ s: inout JSONScanner, _ ev: inout Event, _ propBase: Int, _ names: KnownNameTable.View) {
         let p = s.p
-        ev.firstProperty = Int32(props.count)
+        let cache = propertyKeys
+        ev.firstProperty = Int32(truncatingIfNeeded: propBase &+ props.count)
         var known: UInt64 = 0
         var issues: UInt8 = 0
         var longest = 0
         s.pos += 1  // {
-        s.skipWhitespace()
-        if s.peek() == 0x7D { s.pos += 1; return }
+        if s.nextByte() == 0x7D { s.pos += 1; return }
         var count: Int32 = 0
+        var prev = NameCache.head
         while !s.failed {
-            s.skipWhitespace()
-            guard s.peek() == 0x22 else { s.fail("expected a key"); return }
-            let key = s.scanString()
-            var (nameValid, bit) = key.escaped ? (false, UInt64(0)) : nameCache.lookup(p, key.start, key.end, names)
-            s.skipWhitespace()
-            guard s.peek() == 0x3A else { s.fail("expected ':'"); return }
-            s.pos += 1
-            s.skipWhitespace()
+            let key = scanKey(&s, cache, &prev, names)
+            if s.failed { return }
+            var nameValid: Bool
+            var bit: UInt64
+            if key.slot != NameCache.none {
+                nameValid = cache.entries[Int(key.slot)].valid
+                bit = cache.entries[Int(key.slot)].bit
+            } else {
+                (nameValid, bit) = nameFacts(p, key, names)
+            }
+            let c = s.nextByte()
             let vs = s.pos
-            let c = s.peek()
-            var kind: ValueKind
+            var kind = ValueKind.string
             var escaped = false
             var decodedLength = 0
             var nonString = false
             switch c {
             case 0x22:
                 let v = s.scanString()
-                kind = .string
                 escaped = v.escaped
                 decodedLength = v.decodedLength
             case 0x2D, 0x30...0x39:
                 kind = .number
-                s.skipNumber()
+                _ = s.scanNumber()
+            case 0x74, 0x66, 0x6E:
+                kind = s.scanLiteral(c)
             case 0x5B:
                 kind = .array
                 nonString = !s.scanArrayAllStrings()
             default:
                 kind = s.skipValue(depth: 2)
             }
-            if key.escaped {
-                let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + key.start, count: key.end - key.start))
-                nameValid = decoded.withUnsafeBufferPointer { isValidName($0.baseAddress!, 0, $0.count) }
-                bit = 0
-            }
+            // Issue bits without a branch per kind: most properties have none.
             known |= bit
-            if !nameValid { issues |= PropertyIssues.invalidName }
-            switch kind {
-            case .null: issues |= PropertyIssues.null
-            case .object: if bit != KnownProperty.elementContent.bit { issues |= PropertyIssues.object }
-            case .array: if nonString { issues |= PropertyIssues.nonStringArrayElement }
-            case .string: if decodedLength > longest { longest = decodedLength }
-            default: break
-            }
+            issues |= (nameValid ? 0 : PropertyIssues.invalidName)
+                | (kind == .null ? PropertyIssues.null : 0)
+                | (kind == .object && bit != KnownProperty.elementContent.bit ? PropertyIssues.object : 0)
+                | (nonString ? PropertyIssues.nonStringArrayElement : 0)
+            longest = Swift.max(longest, decodedLength)
             props.append(Property(
                 name: Span(key.start, key.end), value: Span(vs, s.pos), kind: kind, nameValid: nameValid,
                 nameEscaped: key.escaped, valueEscaped: escaped, arrayHasNonString: nonString,
                 decodedLength: Int32(truncatingIfNeeded: decodedLength), fix: .keep, replacement: .absent))
             count += 1
-            s.skipWhitespace()
-            let d = s.peek()
+            let d = s.nextByte()
             if d == 0x2C { s.pos += 1; continue }
             if d == 0x7D { s.pos += 1; break }
             s.fail("expected ',' or '}'")
@@ -360,6 +389,54 @@ public final class RecordDecoder {
         ev.propertyIssues = issues
         ev.longestString = Int32(truncatingIfNeeded: longest)
     }
+
+    /// Validity and known-property bit of a key the cache does not hold (escaped, long or spaced).
+    @inline(never)
+    private func nameFacts(_ p: UnsafePointer<UInt8>, _ key: KeyInfo, _ names: KnownNameTable.View) -> (Bool, UInt64) {
+        if key.escaped {
+            let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + key.start, count: key.end - key.start))
+            return (decoded.withUnsafeBufferPointer { isValidName($0.baseAddress!, 0, $0.count) }, 0)
+        }
+        return (isValidName(p, key.start, key.end), names.classify(p, key.start, key.end))
+    }
+}
+
+/// An object key as `RecordDecoder.scanKey` read it: its cache slot and raw content.
+struct KeyInfo {
+    var slot: Int32
+    var start: Int
+    var end: Int
+    var escaped: Bool
+}
+
+/// A growable buffer of trivial values the decoder reuses for every record (no per-append array checks).
+final class ScanBuffer<Element> {
+    private(set) var base: UnsafeMutablePointer<Element>
+    private var capacity: Int
+    var count = 0
+
+    init(capacity: Int) {
+        self.capacity = Swift.max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    @inline(__always) func append(_ e: Element) {
+        if count == capacity { grow() }
+        (base + count).initialize(to: e)
+        count &+= 1
+    }
+
+    @inline(never) private func grow() {
+        let bigger = UnsafeMutablePointer<Element>.allocate(capacity: capacity * 2)
+        bigger.moveInitialize(from: base, count: count)
+        base.deallocate()
+        base = bigger
+        capacity *= 2
+    }
+
+    var elements: UnsafeBufferPointer<Element> { UnsafeBufferPointer(start: base, count: count) }
 }
 
 private func kindName(_ k: ValueKind) -> String {
@@ -377,19 +454,27 @@ private func kindName(_ k: ValueKind) -> String {
 enum TopField {
     case type, event, time, flushTime, trackID, distinctID, properties, project, lib, other
 
+    /// Which field the key `p[s..<e]` names: compares whole words (little-endian ASCII constants). Reads up
+    /// to 8 bytes from `s`, which the arena's padding allows.
     @inline(__always)
     static func classify(_ p: UnsafePointer<UInt8>, _ s: Int, _ e: Int) -> TopField {
-        @inline(__always) func eq(_ lit: StaticString) -> Bool {
-            lit.withUTF8Buffer { b in memEqual(p + s, b.baseAddress!, b.count) }
-        }
-        switch e - s {
-        case 3: return eq("lib") ? .lib : .other
-        case 4: return eq("time") ? .time : (eq("type") ? .type : .other)
-        case 5: return eq("event") ? .event : .other
-        case 7: return eq("project") ? .project : .other
-        case 9: return eq("_track_id") ? .trackID : .other
-        case 10: return eq("properties") ? .properties : .other
-        case 11: return eq("distinct_id") ? .distinctID : (eq("_flush_time") ? .flushTime : .other)
+        let raw = UnsafeRawPointer(p + s)
+        let w = raw.loadUnaligned(as: UInt64.self)
+        switch e &- s {
+        case 3: return w & 0xFF_FFFF == 0x62_696C ? .lib : .other  // "lib"
+        case 4:
+            let v = w & 0xFFFF_FFFF
+            return v == 0x656D_6974 ? .time : (v == 0x6570_7974 ? .type : .other)  // "time", "type"
+        case 5: return w & 0xFF_FFFF_FFFF == 0x74_6E65_7665 ? .event : .other  // "event"
+        case 7: return w & 0xFF_FFFF_FFFF_FFFF == 0x74_6365_6A6F_7270 ? .project : .other  // "project"
+        case 9: return w == 0x695F_6B63_6172_745F && p[s &+ 8] == 0x64 ? .trackID : .other  // "_track_i" "d"
+        case 10:  // "properti" "es"
+            return w == 0x6974_7265_706F_7270 && raw.loadUnaligned(fromByteOffset: 8, as: UInt16.self) == 0x7365 ? .properties : .other
+        case 11:
+            let last = raw.loadUnaligned(fromByteOffset: 3, as: UInt64.self)
+            if w == 0x7463_6E69_7473_6964 && last == 0x6469_5F74_636E_6974 { return .distinctID }  // "distinct" "tinct_id"
+            if w == 0x745F_6873_756C_665F && last == 0x656D_6974_5F68_7375 { return .flushTime }  // "_flush_t" "ush_time"
+            return .other
         default: return .other
         }
     }
