@@ -159,6 +159,14 @@ public struct Event: Sendable {
     public var propertyIssues: UInt8
     /// Longest string property value, decoded UTF-8 bytes.
     public var longestString: Int32
+    // Facts the decoder works out while the event's bytes are in the cache: stages read them instead of
+    // going back to the (by then evicted) JSON arena.
+    /// `event` is a string that, unescaped, is a valid name (SPEC section 2).
+    public var eventNameValid: Bool
+    /// `Hash64` of the raw bytes of `distinct_id` and of `event` (between the quotes, escapes as sent); 0 when
+    /// not a string.
+    public var distinctIDHash: UInt64
+    public var eventNameHash: UInt64
 
     @inlinable public var isLive: Bool { status == .live }
 
@@ -200,6 +208,9 @@ public struct Event: Sendable {
         self.known = 0
         self.propertyIssues = 0
         self.longestString = 0
+        self.eventNameValid = false
+        self.distinctIDHash = 0
+        self.eventNameHash = 0
     }
 }
 

@@ -8,6 +8,10 @@
 /// no hashing, and the position after the colon is known before the comparison finishes. A failed check falls
 /// back to the full scan and a hashed lookup, so results never depend on the cache; only plain keys (no
 /// escapes) that scanned cleanly are cached.
+///
+/// Long values repeat too (the `lib` object, element paths within an upload): each key remembers its last
+/// value of `memoMin...memoMax` bytes, and a value with the same bytes, followed by `,` or `}`, is taken
+/// without a scan. Short values are not worth it: scanning them costs less than a wrong guess.
 final class NameCache {
     struct Entry {
         /// Length of the token `"name":` (name length + 3); 0 for an empty slot or a pseudo entry.
@@ -23,6 +27,14 @@ final class NameCache {
         var bit: UInt64 = 0
         /// The slot of the key that followed this one last time.
         var next: Int32 = 0
+        /// Length of the remembered value (0: none); its last 8 bytes; what scanning it found. The other
+        /// bytes are in `memo`.
+        var memoLength: Int = 0
+        var memoLast: UInt64 = 0
+        var memoKind = ValueKind.null
+        var memoEscaped = false
+        var memoNonString = false
+        var memoDecodedLength: Int32 = 0
     }
 
     /// Slot 0 never matches (escaped and very long keys use it); slot 1 is the head of every object: its
@@ -31,18 +43,25 @@ final class NameCache {
     static let head: Int32 = 1
     /// Longest cached name; the arena padding covers reading `maxName + 3` bytes from a key's quote.
     static let maxName = 29
+    static let memoMin = 24
+    static let memoMax = 128
     private static let slots = 512
     private static let firstSlot = 2
     let entries: UnsafeMutablePointer<Entry>
+    /// `memoMax / 8` words per slot.
+    private let memo: UnsafeMutablePointer<UInt64>
 
     init() {
         entries = .allocate(capacity: NameCache.slots)
         entries.initialize(repeating: Entry(), count: NameCache.slots)
+        memo = .allocate(capacity: NameCache.slots * NameCache.memoMax / 8)
+        memo.initialize(repeating: 0, count: NameCache.slots * NameCache.memoMax / 8)
     }
 
     deinit {
         entries.deinitialize(count: NameCache.slots)
         entries.deallocate()
+        memo.deallocate()
     }
 
     @inline(__always) static func load(_ p: UnsafePointer<UInt8>, _ at: Int) -> UInt64 {
@@ -115,7 +134,47 @@ final class NameCache {
         e.valid = isValidName(p, start, end)
         e.bit = names.classify(p, start, end)
         e.field = TopField.classify(p, start, end)
-        entries[slot] = e
+        entries[slot] = e  // a new key: also forgets the old key's value
+
         return Int32(slot)
+    }
+
+    /// Whether the value at `p[at...]` has the bytes of `slot`'s remembered value and is followed by `,` or
+    /// `}` before `end`: then its length, else 0.
+    @inline(__always)
+    func memoMatch(_ slot: Int32, _ p: UnsafePointer<UInt8>, _ at: Int, _ end: Int) -> Int {
+        let e = entries + Int(slot)
+        let n = e.pointee.memoLength
+        guard n > 0 && at &+ n < end else { return 0 }
+        let t = p[at &+ n]
+        guard (t == 0x2C || t == 0x7D) && NameCache.load(p, at &+ n &- 8) == e.pointee.memoLast else { return 0 }
+        let words = memo + Int(slot) &* (NameCache.memoMax / 8)
+        var i = 0
+        while i &+ 8 <= n {
+            if NameCache.load(p, at &+ i) != words[i >> 3] { return 0 }
+            i &+= 8
+        }
+        return n
+    }
+
+    /// Remembers the scanned value `p[start..<end]` of `slot` (when its length is in `memoMin...memoMax`).
+    @inline(never)
+    func remember(_ slot: Int32, _ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int,
+                  _ kind: ValueKind, escaped: Bool, nonString: Bool, decodedLength: Int) {
+        let n = end &- start
+        guard n >= NameCache.memoMin && n <= NameCache.memoMax && slot != NameCache.none else { return }
+        let e = entries + Int(slot)
+        let words = memo + Int(slot) &* (NameCache.memoMax / 8)
+        var i = 0
+        while i &+ 8 <= n {
+            words[i >> 3] = NameCache.load(p, start &+ i)
+            i &+= 8
+        }
+        e.pointee.memoLength = n
+        e.pointee.memoLast = NameCache.load(p, end &- 8)
+        e.pointee.memoKind = kind
+        e.pointee.memoEscaped = escaped
+        e.pointee.memoNonString = nonString
+        e.pointee.memoDecodedLength = Int32(truncatingIfNeeded: decodedLength)
     }
 }

@@ -239,7 +239,12 @@ public final class RecordDecoder {
                     ev.eventName = Span(v.start, v.end)
                     ev.eventNameEscaped = v.escaped
                     ev.eventNameIsString = true
-                } else { s.skipValue(depth: 1); ev.eventName = .absent; ev.eventNameIsString = false }
+                    ev.eventNameValid = v.escaped ? isValidEscapedName(p, v.start, v.end) : isValidName(p, v.start, v.end)
+                    ev.eventNameHash = rawHash(p, v.start, v.end)
+                } else {
+                    s.skipValue(depth: 1); ev.eventName = .absent; ev.eventNameIsString = false
+                    ev.eventNameValid = false; ev.eventNameHash = 0
+                }
             case .time:
                 if c == 0x2D || (c >= 0x30 && c <= 0x39) {
                     let (isInt, v) = s.scanNumber()
@@ -267,7 +272,8 @@ public final class RecordDecoder {
                     ev.distinctIDEscaped = v.escaped
                     ev.distinctIDKind = 1
                     ev.distinctIDLength = Int32(v.decodedLength)
-                } else { s.skipValue(depth: 1); ev.distinctIDKind = 2 }
+                    ev.distinctIDHash = rawHash(p, v.start, v.end)
+                } else { s.skipValue(depth: 1); ev.distinctIDKind = 2; ev.distinctIDHash = 0 }
             case .properties:
                 if c == 0x7B {
                     ev.propertiesKind = 1
@@ -282,11 +288,18 @@ public final class RecordDecoder {
                     let v = s.scanString()
                     ev.project = v.escaped ? .absent : Span(v.start, v.end)
                 } else { s.skipValue(depth: 1) }
-            case .lib:
-                let k = s.skipValue(depth: 1)
-                ev.lib = k == .object ? Span(vs, s.pos) : .absent
-            case .other:
-                if c == 0x22 { _ = s.scanString() } else { s.skipValue(depth: 1) }
+            case .lib, .other:
+                // Only `lib` is kept; both are often the same bytes as last time (see `NameCache`).
+                var k: ValueKind
+                let memo = cache.memoMatch(key.slot, p, vs, s.end)
+                if memo > 0 {
+                    k = cache.entries[Int(key.slot)].memoKind
+                    s.pos = vs &+ memo
+                } else {
+                    k = s.skipValue(depth: 1)
+                    if !s.failed { cache.remember(key.slot, p, vs, s.pos, k, escaped: false, nonString: false, decodedLength: 0) }
+                }
+                if field == .lib { ev.lib = k == .object ? Span(vs, s.pos) : .absent }
             }
             let d = s.nextByte()
             if d == 0x2C { s.pos += 1; continue }
@@ -390,13 +403,24 @@ public final class RecordDecoder {
         ev.longestString = Int32(truncatingIfNeeded: longest)
     }
 
+    @inline(__always)
+    private func rawHash(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> UInt64 {
+        var h = Hash64()
+        h.add(p + start, end &- start)
+        return h.value
+    }
+
+    /// Whether escaped string content is, unescaped, a valid name.
+    @inline(never)
+    private func isValidEscapedName(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+        let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + start, count: end - start))
+        return decoded.withUnsafeBufferPointer { isValidName($0.baseAddress!, 0, $0.count) }
+    }
+
     /// Validity and known-property bit of a key the cache does not hold (escaped, long or spaced).
     @inline(never)
     private func nameFacts(_ p: UnsafePointer<UInt8>, _ key: KeyInfo, _ names: KnownNameTable.View) -> (Bool, UInt64) {
-        if key.escaped {
-            let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + key.start, count: key.end - key.start))
-            return (decoded.withUnsafeBufferPointer { isValidName($0.baseAddress!, 0, $0.count) }, 0)
-        }
+        if key.escaped { return (isValidEscapedName(p, key.start, key.end), 0) }
         return (isValidName(p, key.start, key.end), names.classify(p, key.start, key.end))
     }
 }

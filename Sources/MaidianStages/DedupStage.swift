@@ -54,7 +54,7 @@ public final class DedupStage: Stage {
                 partition = p
                 m = memory(for: p)
             }
-            let key = batch.json.withUnsafeBufferPointer { j in DedupStage.keyHash(ev, j.baseAddress!) }
+            let key = DedupStage.keyHash(ev)
             let t = ev.time
             if m.generationStart == .min { m.generationStart = t }
             if t &- m.generationStart > window {
@@ -93,13 +93,14 @@ public final class DedupStage: Stage {
         for p in partitions where Int(p) < memories.count { memories[Int(p)] = nil }
     }
 
+    /// The duplicate key, from the raw-byte hashes the decoder computed (no trip back to the JSON arena).
     @inline(__always)
-    static func keyHash(_ ev: Event, _ j: UnsafePointer<UInt8>) -> UInt64 {
+    static func keyHash(_ ev: Event) -> UInt64 {
         var h = Hash64()
-        h.add(j + Int(ev.distinctID.start), ev.distinctID.count)
+        h.add(ev.distinctIDHash)
         h.add(UInt64(bitPattern: ev.trackID))
         h.add(UInt64(bitPattern: ev.clientTime))
-        h.add(j + Int(ev.eventName.start), ev.eventName.count)
+        h.add(ev.eventNameHash)
         return h.value
     }
 }

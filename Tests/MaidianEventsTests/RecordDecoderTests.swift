@@ -216,9 +216,14 @@ final class RecordDecoderTests: XCTestCase {
         let props = ["$os", "$os_version", "$model", "$screen_width", "$wifi", "$element_content", "$app_version",
                      "$resume_from_background", "a", "b c", "$\\u0069p", "n"]
         let values = ["1", "-0", "12.5", "1e3", "\"s\"", "\"\\n\"", "true", "false", "null", "[\"a\",1]", "{\"x\":[1]}",
-                      "\"é\"", "12345678901234567890", "1700000000000", "[]", "{}"]
+                      "\"é\"", "12345678901234567890", "1700000000000", "[]", "{}",
+                      // Long values (remembered per key): equal, changed at the end, changed in the middle.
+                      "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.0\"}", "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.1\"}",
+                      "{\"$lib\":\"iOX\",\"$lib_version\":\"4.5.0\"}", "\"abcdefghijklmnopqrstuvwxyz0123456789\"",
+                      "[\"abcdefghijklmnopqrstuvwxyz\",\"0123\"]", "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.0\"} ",
+                      "\"" + String(repeating: "x", count: 140) + "\""]
         var events: [String] = []
-        for _ in 0..<300 {
+        for _ in 0..<600 {
             var parts: [String] = []
             for k in keys where rng.next() % 8 != 0 {
                 var v: String
@@ -237,6 +242,22 @@ final class RecordDecoderTests: XCTestCase {
             events.append("{" + parts.joined(separator: ",") + "}")
         }
         assertSameAsAlone(events)
+    }
+
+    func testRememberedValuesAreComparedInFull() {
+        // A long `lib` value is taken without a scan when it has the same bytes as last time: a value that
+        // differs anywhere, even without changing its length, must still be scanned (and here rejected).
+        let good = "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.0\",\"$lib_method\":\"code\"}"
+        let event = { (lib: String) in "{\"type\":\"track\",\"event\":\"e\",\"time\":1,\"distinct_id\":\"u\",\"lib\":\(lib)}" }
+        for bad in [good.dropLast() + "]", "[" + good.dropFirst(), good.replacingOccurrences(of: "\"$lib_version\"", with: "\"$lib_version\u{01}"),
+                    good.replacingOccurrences(of: "iOS", with: "i\\S")] {
+            XCTAssertEqual(bad.utf8.count, good.utf8.count)
+            let b = decode([Array("[\(event(good)),\(event(good)),\(event(bad))]".utf8)])
+            XCTAssertEqual(b.records[0].reason, .badJSON, bad)
+        }
+        let b = decode([Array("[\(event(good)),\(event(good))]".utf8)])
+        XCTAssertEqual(b.records[0].status, .live)
+        XCTAssertEqual(b.jsonString(b.events[1].lib), good)
     }
 
     func testNumbersOfEveryLength() {
