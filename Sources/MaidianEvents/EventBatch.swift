@@ -99,6 +99,7 @@ public struct Property: Sendable {
 public struct AddedProperty: Sendable {
     public var bytes: Span
     public var next: Int32
+    @inlinable public init(bytes: Span, next: Int32) { self.bytes = bytes; self.next = next }
 }
 
 /// One event of a batch: offsets into the batch's arenas and the fields stages need.
@@ -490,7 +491,7 @@ public struct EventBatch: Sendable {
     }
 
     /// Adds a pre-serialized `"name":value` fragment (already in the scratch arena) to event `e`.
-    @inline(__always)
+    @inlinable
     public mutating func linkAdded(event e: Int, _ bytes: Span) {
         let idx = Int32(added.count)
         added.append(AddedProperty(bytes: bytes, next: -1))

@@ -457,6 +457,18 @@ public enum JSONOut {
     public static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         var runStart = 0
         var i = 0
+        // Whole words while none of their bytes needs an escape (header values almost never do).
+        if let base = bytes.baseAddress {
+            while i &+ 8 <= bytes.count {
+                let w = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                let q = w ^ 0x2222_2222_2222_2222
+                let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
+                let m = (((q &- 0x0101_0101_0101_0101) & ~q) | ((b &- 0x0101_0101_0101_0101) & ~b)
+                    | ((w &- 0x2020_2020_2020_2020) & ~w)) & 0x8080_8080_8080_8080
+                if m != 0 { break }
+                i &+= 8
+            }
+        }
         while i < bytes.count {
             let c = bytes[i]
             if c == 0x22 || c == 0x5C || c < 0x20 {
