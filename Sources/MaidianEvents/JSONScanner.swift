@@ -1,4 +1,4 @@
-/// A validating, in-place JSON scanner over bytes that are followed by at least 16 readable padding bytes.
+/// A validating, in-place JSON scanner over bytes that are followed by at least 32 readable padding bytes.
 ///
 /// It never builds a tree: callers walk the structure and keep offsets. Every byte is validated
 /// (strict RFC 8259: UTF-8, escapes, number syntax, nesting), so a value that scans cleanly can be copied
@@ -71,19 +71,28 @@ struct JSONScanner {
         ((m >> 7) &* 0x0102_0408_1020_4080) >> 56
     }
 
-    /// Scans a string starting at the opening quote. Returns content bounds (without quotes).
-    ///
-    /// Most strings are short and plain: the first 16 bytes are checked at once, without a loop or a branch
-    /// per word, and a quote there with nothing special before it ends the string. Everything else (longer
-    /// strings, escapes, non-ASCII, errors) continues in `scanStringRest`.
-    @inline(__always) mutating func scanString() -> StringInfo {
-        let contentStart = pos &+ 1
-        let raw = UnsafeRawPointer(p + contentStart)
+    /// For the string whose opening quote is at `at`: how many plain ASCII bytes start it (up to 24), and
+    /// whether the byte after them is its closing quote (within `end`). Three words are checked at once,
+    /// without a loop or a branch per word; most strings end there.
+    @inline(__always) func shortPlainString(_ at: Int) -> (length: Int, closed: Bool) {
+        let raw = UnsafeRawPointer(p + (at &+ 1))
         let m0 = JSONScanner.packFlags(JSONScanner.specialBytes(raw.loadUnaligned(as: UInt64.self)))
         let m1 = JSONScanner.packFlags(JSONScanner.specialBytes(raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
-        let k = (m0 | m1 << 8 | 1 << 16).trailingZeroBitCount
+        let m2 = JSONScanner.packFlags(JSONScanner.specialBytes(raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self)))
+        let k = (m0 | m1 << 8 | m2 << 16 | 1 << 24).trailingZeroBitCount
+        let i = at &+ 1 &+ k
+        return (k, k < 24 && i < end && p[i] == 0x22)
+    }
+
+    /// Scans a string starting at the opening quote. Returns content bounds (without quotes).
+    ///
+    /// Short plain strings end in `shortPlainString`; everything else (longer strings, escapes, non-ASCII,
+    /// errors) continues in `scanStringRest`.
+    @inline(__always) mutating func scanString() -> StringInfo {
+        let contentStart = pos &+ 1
+        let (k, closed) = shortPlainString(pos)
         let i = contentStart &+ k
-        if k < 16 && i < end && p[i] == 0x22 {
+        if closed {
             pos = i &+ 1
             return StringInfo(start: contentStart, end: i, escaped: false, decodedLength: k)
         }
@@ -202,6 +211,26 @@ struct JSONScanner {
         v = (((v & 0x0000_00FF_0000_00FF) &* 0x000F_4240_0000_0064)
             &+ (((v >> 16) & 0x0000_00FF_0000_00FF) &* 0x0000_2710_0000_0001)) >> 32
         return v
+    }
+
+    /// Where a plain integer at `at` ends (an optional `-`, then 1 to 15 digits without a leading zero, not
+    /// followed by `.`, `e` or `E`), or -1 for anything else (`scanNumber` decides).
+    @inline(__always) func plainIntegerEnd(_ at: Int) -> Int {
+        let d = p[at] == 0x2D ? at &+ 1 : at
+        var run = digitRun8(d)
+        if run == 8 { run &+= digitRun8(d &+ 8) }
+        let j = d &+ run
+        let next = p[j]
+        return run > 0 && run < 16 && p[d] != 0x30 && next != 0x2E && next | 0x20 != 0x65 && j <= end ? j : -1
+    }
+
+    /// The value of the plain integer `p[at..<to]` that `plainIntegerEnd` found.
+    @inline(__always) func plainIntegerValue(_ at: Int, _ to: Int) -> Int64 {
+        let neg = p[at] == 0x2D
+        let d = neg ? at &+ 1 : at
+        let run = to &- d
+        let v = run <= 8 ? digitsValue(d, run) : digitsValue(d, 8) &* powerOf10(run &- 8) &+ digitsValue(d &+ 8, run &- 8)
+        return neg ? 0 &- Int64(v) : Int64(v)
     }
 
     /// Scans a number. Returns whether it is an integer that fits Int64, and its value then.

@@ -211,70 +211,97 @@ public final class RecordDecoder {
         batch.records[r].eventCount = Int32(events.count)
     }
 
-    /// Scans one event object, recording the fields stages need. Does not decide validity: the validate stage does.
-    @inline(__always)
+    /// Scans one event object, recording the fields stages need. Does not decide validity: the validate stage
+    /// does. Like `scanProperties`, the common case runs on local variables and hands anything else to `s`.
+    @inline(never)  // its own inlining budget: everything it calls on the common path inlines into it
     private func scanEvent(_ s: inout JSONScanner, _ ev: inout Event, _ propBase: Int, _ names: KnownNameTable.View) {
         let p = s.p
+        let end = s.end
         let cache = topKeys
+        let entries = cache.entries
         s.pos += 1  // {
         if s.nextByte() == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
         var prev = NameCache.head
-        while !s.failed {
-            let key = scanKey(&s, cache, &prev, names)
-            if s.failed { return }
-            let field = key.slot != NameCache.none ? cache.entries[Int(key.slot)].field
+        var pos = s.pos
+        while true {
+            guard let key = readKey(&s, &pos, cache, &prev, names) else { return }
+            let field = key.slot != NameCache.none ? entries[Int(key.slot)].field
                 : (key.escaped ? TopField.other : TopField.classify(p, key.start, key.end))
-            let c = s.nextByte()
-            let vs = s.pos
+            let c = nextByte(&s, &pos)
+            let vs = pos
             switch field {
-            case .type:
-                if c == 0x22 {
-                    let v = s.scanString()
-                    ev.typeName = Span(v.start, v.end)
-                    ev.type = v.escaped ? .unknown : classifyType(p, v.start, v.end)
-                } else { s.skipValue(depth: 1); ev.type = .notString; ev.typeName = .absent }
-            case .event:
-                if c == 0x22 {
-                    let v = s.scanString()
-                    ev.eventName = Span(v.start, v.end)
-                    ev.eventNameEscaped = v.escaped
-                    ev.eventNameIsString = true
-                    ev.eventNameValid = v.escaped ? isValidEscapedName(p, v.start, v.end) : isValidName(p, v.start, v.end)
-                    ev.eventNameHash = rawHash(p, v.start, v.end)
-                } else {
-                    s.skipValue(depth: 1); ev.eventName = .absent; ev.eventNameIsString = false
-                    ev.eventNameValid = false; ev.eventNameHash = 0
+            case .type, .event, .distinctID, .project:
+                guard c == 0x22 else {
+                    s.pos = pos
+                    s.skipValue(depth: 1)
+                    if s.failed { return }
+                    pos = s.pos
+                    switch field {
+                    case .type: ev.type = .notString; ev.typeName = .absent
+                    case .event: ev.eventName = .absent; ev.eventNameIsString = false; ev.eventNameValid = false; ev.eventNameHash = 0
+                    case .distinctID: ev.distinctIDKind = 2; ev.distinctIDHash = 0
+                    default: break
+                    }
+                    break
                 }
-            case .time:
-                if c == 0x2D || (c >= 0x30 && c <= 0x39) {
-                    let (isInt, v) = s.scanNumber()
-                    ev.timeKind = isInt ? 1 : 2
-                    ev.time = v
-                    ev.clientTime = v
-                } else { s.skipValue(depth: 1); ev.timeKind = 2 }
-                ev.timeValue = Span(vs, s.pos)
-            case .flushTime:
-                if c == 0x2D || (c >= 0x30 && c <= 0x39) {
-                    let (isInt, v) = s.scanNumber()
-                    ev.hasFlushTime = isInt
-                    ev.flushTime = v
-                } else { s.skipValue(depth: 1); ev.hasFlushTime = false }
-            case .trackID:
-                if c == 0x2D || (c >= 0x30 && c <= 0x39) {
-                    let (isInt, v) = s.scanNumber()
-                    ev.hasTrackID = isInt
-                    ev.trackID = v
-                } else { s.skipValue(depth: 1); ev.hasTrackID = false }
-            case .distinctID:
-                if c == 0x22 {
-                    let v = s.scanString()
-                    ev.distinctID = Span(v.start, v.end)
-                    ev.distinctIDEscaped = v.escaped
+                guard let (escaped, decodedLength) = readString(&s, &pos) else { return }
+                let cs = vs &+ 1, ce = pos &- 1
+                switch field {
+                case .type:
+                    ev.typeName = Span(cs, ce)
+                    ev.type = escaped ? .unknown : classifyType(p, cs, ce)
+                case .event:
+                    ev.eventName = Span(cs, ce)
+                    ev.eventNameEscaped = escaped
+                    ev.eventNameIsString = true
+                    ev.eventNameValid = escaped ? isValidEscapedName(p, cs, ce) : isValidName(p, cs, ce)
+                    ev.eventNameHash = rawHash(p, cs, ce)
+                case .distinctID:
+                    ev.distinctID = Span(cs, ce)
+                    ev.distinctIDEscaped = escaped
                     ev.distinctIDKind = 1
-                    ev.distinctIDLength = Int32(v.decodedLength)
-                    ev.distinctIDHash = rawHash(p, v.start, v.end)
-                } else { s.skipValue(depth: 1); ev.distinctIDKind = 2; ev.distinctIDHash = 0 }
+                    ev.distinctIDLength = Int32(decodedLength)
+                    ev.distinctIDHash = rawHash(p, cs, ce)
+                default:
+                    ev.project = escaped ? .absent : Span(cs, ce)
+                }
+            case .time, .flushTime, .trackID:
+                var isNumber = false
+                var isInteger = false
+                var value: Int64 = 0
+                if c == 0x2D || c &- 0x30 < 10 {
+                    isNumber = true
+                    let j = s.plainIntegerEnd(pos)
+                    if j >= 0 {
+                        isInteger = true
+                        value = s.plainIntegerValue(pos, j)
+                        pos = j
+                    } else {
+                        s.pos = pos
+                        (isInteger, value) = s.scanNumber()
+                        if s.failed { return }
+                        pos = s.pos
+                    }
+                } else {
+                    s.pos = pos
+                    s.skipValue(depth: 1)
+                    if s.failed { return }
+                    pos = s.pos
+                }
+                switch field {
+                case .time:
+                    ev.timeKind = isInteger ? 1 : 2
+                    if isNumber { ev.time = value; ev.clientTime = value }
+                    ev.timeValue = Span(vs, pos)
+                case .flushTime:
+                    ev.hasFlushTime = isInteger
+                    if isNumber { ev.flushTime = value }
+                default:
+                    ev.hasTrackID = isInteger
+                    if isNumber { ev.trackID = value }
+                }
             case .properties:
+                s.pos = pos
                 if c == 0x7B {
                     ev.propertiesKind = 1
                     scanProperties(&s, &ev, propBase, names)
@@ -282,45 +309,85 @@ public final class RecordDecoder {
                     ev.propertiesKind = 2
                     s.skipValue(depth: 1)
                 }
-                ev.properties = Span(vs, s.pos)
-            case .project:
-                if c == 0x22 {
-                    let v = s.scanString()
-                    ev.project = v.escaped ? .absent : Span(v.start, v.end)
-                } else { s.skipValue(depth: 1) }
+                if s.failed { return }
+                pos = s.pos
+                ev.properties = Span(vs, pos)
             case .lib, .other:
                 // Only `lib` is kept; both are often the same bytes as last time (see `NameCache`).
                 var k: ValueKind
-                let memo = cache.memoMatch(key.slot, p, vs, s.end)
+                let memo = cache.memoMatch(key.slot, p, vs, end)
                 if memo > 0 {
-                    k = cache.entries[Int(key.slot)].memoKind
-                    s.pos = vs &+ memo
+                    k = entries[Int(key.slot)].memoKind
+                    pos = vs &+ memo
                 } else {
-                    k = s.skipValue(depth: 1)
-                    if !s.failed { cache.remember(key.slot, p, vs, s.pos, k, escaped: false, nonString: false, decodedLength: 0) }
+                    let (n, closed) = c == 0x22 ? s.shortPlainString(pos) : (0, false)
+                    if closed {
+                        k = .string
+                        pos &+= n &+ 2
+                    } else {
+                        s.pos = pos
+                        k = s.skipValue(depth: 1)
+                        if s.failed { return }
+                        pos = s.pos
+                    }
+                    cache.remember(key.slot, p, vs, pos, k, escaped: false, nonString: false, decodedLength: 0)
                 }
-                if field == .lib { ev.lib = k == .object ? Span(vs, s.pos) : .absent }
+                if field == .lib { ev.lib = k == .object ? Span(vs, pos) : .absent }
             }
-            let d = s.nextByte()
-            if d == 0x2C { s.pos += 1; continue }
-            if d == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
+            let d = nextByte(&s, &pos)
+            if d == 0x2C { pos &+= 1; continue }
+            s.pos = pos
+            if d == 0x7D { ev.closingBrace = Int32(pos); s.pos += 1; return }
             s.fail("expected ',' or '}'")
+            return
         }
     }
 
-    /// Reads an object key and its `:`: the key that followed `prev` last time when the bytes say so (see
-    /// `NameCache`), else `scanKeySlow`. Leaves `s` after the `:`; `prev` becomes the key's slot.
+    /// Reads an object key and its `:` at `pos`: the key that followed `prev` last time when the bytes say so
+    /// (see `NameCache`), else `scanKeySlow`. Moves `pos` after the `:`; `prev` becomes the key's slot. Nil
+    /// when the JSON is malformed there (`s` holds the error).
     @inline(__always)
-    private func scanKey(_ s: inout JSONScanner, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo {
+    private func readKey(_ s: inout JSONScanner, _ pos: inout Int, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo? {
         let guess = cache.entries[Int(prev)].next
-        let t = cache.matchKey(guess, s.p, s.pos, s.end)
+        let t = cache.matchKey(guess, s.p, pos, s.end)
         if t > 0 {
-            let start = s.pos &+ 1
-            s.pos &+= t
+            let key = KeyInfo(slot: guess, start: pos &+ 1, end: pos &+ t &- 2, escaped: false)
             prev = guess
-            return KeyInfo(slot: guess, start: start, end: start &+ t &- 3, escaped: false)
+            pos &+= t
+            return key
         }
-        return scanKeySlow(&s, cache, &prev, names)
+        s.pos = pos
+        let key = scanKeySlow(&s, cache, &prev, names)
+        if s.failed { return nil }
+        pos = s.pos
+        return key
+    }
+
+    /// Reads the string whose opening quote is at `pos` (short plain ones without leaving local variables) and
+    /// moves `pos` past it. Nil when it is malformed (`s` holds the error).
+    @inline(__always)
+    private func readString(_ s: inout JSONScanner, _ pos: inout Int) -> (escaped: Bool, decodedLength: Int)? {
+        let (k, closed) = s.shortPlainString(pos)
+        if closed {
+            pos &+= k &+ 2
+            return (false, k)
+        }
+        let v = s.scanStringRest(pos &+ 1, Swift.min(pos &+ 1 &+ k, s.end))
+        if s.failed { return nil }
+        pos = s.pos
+        return (v.escaped, v.decodedLength)
+    }
+
+    /// The byte at `pos` after skipping whitespace, as `JSONScanner.nextByte`. `p[pos]` is readable up to `end`
+    /// included: the arena's padding is zeros, which take the general path.
+    @inline(__always)
+    private func nextByte(_ s: inout JSONScanner, _ pos: inout Int) -> UInt8 {
+        let c = s.p[pos]
+        if c > 0x20 { return c }
+        s.pos = pos
+        let d = s.nextByte()
+        pos = s.pos
+        return d
     }
 
     /// A full key scan and a cache lookup (slot `NameCache.none` for escaped, very long or spaced keys).
@@ -335,10 +402,15 @@ public final class RecordDecoder {
         return KeyInfo(slot: slot, start: key.start, end: key.end, escaped: key.escaped)
     }
 
-    @inline(__always)
+    /// Scans a `properties` object into `Property` entries. The common case (predicted key, then a short plain
+    /// string, a plain integer or a literal, then `,` or `}` without whitespace) runs on local variables; anything
+    /// else hands the position to the general scanner (`s`) and takes it back, so results are the same.
+    @inline(never)  // its own inlining budget: everything it calls on the common path inlines into it
     private func scanProperties(_ s: inout JSONScanner, _ ev: inout Event, _ propBase: Int, _ names: KnownNameTable.View) {
         let p = s.p
+        let end = s.end
         let cache = propertyKeys
+        let entries = cache.entries
         ev.firstProperty = Int32(truncatingIfNeeded: propBase &+ props.count)
         var known: UInt64 = 0
         var issues: UInt8 = 0
@@ -347,38 +419,53 @@ public final class RecordDecoder {
         if s.nextByte() == 0x7D { s.pos += 1; return }
         var count: Int32 = 0
         var prev = NameCache.head
-        while !s.failed {
-            let key = scanKey(&s, cache, &prev, names)
-            if s.failed { return }
+        var pos = s.pos
+        var out = props.reserve()
+        defer { props.count = out.count }
+        while true {
+            guard let key = readKey(&s, &pos, cache, &prev, names) else { return }
             var nameValid: Bool
-            var bit: UInt64
+            var bit: UInt64 = 0
             if key.slot != NameCache.none {
-                nameValid = cache.entries[Int(key.slot)].valid
-                bit = cache.entries[Int(key.slot)].bit
+                nameValid = entries[Int(key.slot)].valid
+                bit = entries[Int(key.slot)].bit
             } else {
                 (nameValid, bit) = nameFacts(p, key, names)
             }
-            let c = s.nextByte()
-            let vs = s.pos
+            // Value.
+            let c = nextByte(&s, &pos)
+            let vs = pos
             var kind = ValueKind.string
             var escaped = false
             var decodedLength = 0
             var nonString = false
-            switch c {
-            case 0x22:
-                let v = s.scanString()
-                escaped = v.escaped
-                decodedLength = v.decodedLength
-            case 0x2D, 0x30...0x39:
+            if c == 0x22 {
+                guard let v = readString(&s, &pos) else { return }
+                (escaped, decodedLength) = v
+            } else if c == 0x2D || c &- 0x30 < 10 {
                 kind = .number
-                _ = s.scanNumber()
-            case 0x74, 0x66, 0x6E:
-                kind = s.scanLiteral(c)
-            case 0x5B:
-                kind = .array
-                nonString = !s.scanArrayAllStrings()
-            default:
-                kind = s.skipValue(depth: 2)
+                let j = s.plainIntegerEnd(pos)
+                if j >= 0 {
+                    pos = j
+                } else {
+                    s.pos = pos
+                    _ = s.scanNumber()
+                    if s.failed { return }
+                    pos = s.pos
+                }
+            } else {
+                s.pos = pos
+                switch c {
+                case 0x74, 0x66, 0x6E:
+                    kind = s.scanLiteral(c)
+                case 0x5B:
+                    kind = .array
+                    nonString = !s.scanArrayAllStrings()
+                default:
+                    kind = s.skipValue(depth: 2)
+                }
+                if s.failed { return }
+                pos = s.pos
             }
             // Issue bits without a branch per kind: most properties have none.
             known |= bit
@@ -387,16 +474,19 @@ public final class RecordDecoder {
                 | (kind == .object && bit != KnownProperty.elementContent.bit ? PropertyIssues.object : 0)
                 | (nonString ? PropertyIssues.nonStringArrayElement : 0)
             longest = Swift.max(longest, decodedLength)
-            props.append(Property(
-                name: Span(key.start, key.end), value: Span(vs, s.pos), kind: kind, nameValid: nameValid,
+            out.append(Property(
+                name: Span(key.start, key.end), value: Span(vs, pos), kind: kind, nameValid: nameValid,
                 nameEscaped: key.escaped, valueEscaped: escaped, arrayHasNonString: nonString,
-                decodedLength: Int32(truncatingIfNeeded: decodedLength), fix: .keep, replacement: .absent))
-            count += 1
-            let d = s.nextByte()
-            if d == 0x2C { s.pos += 1; continue }
-            if d == 0x7D { s.pos += 1; break }
+                decodedLength: Int32(truncatingIfNeeded: decodedLength), fix: .keep, replacement: .absent), props)
+            count &+= 1
+            let d = nextByte(&s, &pos)
+            if d == 0x2C { pos &+= 1; continue }
+            if d == 0x7D { pos &+= 1; break }
+            s.pos = pos
             s.fail("expected ',' or '}'")
+            return
         }
+        s.pos = pos
         ev.propertyCount = count
         ev.known = known
         ev.propertyIssues = issues
@@ -436,7 +526,7 @@ struct KeyInfo {
 /// A growable buffer of trivial values the decoder reuses for every record (no per-append array checks).
 final class ScanBuffer<Element> {
     private(set) var base: UnsafeMutablePointer<Element>
-    private var capacity: Int
+    private(set) var capacity: Int
     var count = 0
 
     init(capacity: Int) {
@@ -452,7 +542,7 @@ final class ScanBuffer<Element> {
         count &+= 1
     }
 
-    @inline(never) private func grow() {
+    @inline(never) func grow() {
         let bigger = UnsafeMutablePointer<Element>.allocate(capacity: capacity * 2)
         bigger.moveInitialize(from: base, count: count)
         base.deallocate()
@@ -461,6 +551,26 @@ final class ScanBuffer<Element> {
     }
 
     var elements: UnsafeBufferPointer<Element> { UnsafeBufferPointer(start: base, count: count) }
+
+    /// An appender that keeps the count in a local (write it back to `count` when done).
+    @inline(__always) func reserve() -> Appender { Appender(base: base, capacity: capacity, count: count) }
+
+    struct Appender {
+        var base: UnsafeMutablePointer<Element>
+        var capacity: Int
+        var count: Int
+
+        @inline(__always) mutating func append(_ e: Element, _ owner: ScanBuffer) {
+            if count == capacity {
+                owner.count = count
+                owner.grow()
+                base = owner.base
+                capacity = owner.capacity
+            }
+            (base + count).initialize(to: e)
+            count &+= 1
+        }
+    }
 }
 
 private func kindName(_ k: ValueKind) -> String {

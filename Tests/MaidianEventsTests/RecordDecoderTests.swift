@@ -183,6 +183,7 @@ final class RecordDecoderTests: XCTestCase {
         XCTAssertEqual(together.events.count, events.count, file: file, line: line)
         for (i, text) in events.enumerated() where i < together.events.count {
             let alone = decode([Array("[\(text)]".utf8)])
+            guard alone.events.count == 1 else { XCTFail("not one event: \(text)", file: file, line: line); continue }
             XCTAssertEqual(facts(together, i), facts(alone, 0), text, file: file, line: line)
         }
     }
@@ -216,7 +217,8 @@ final class RecordDecoderTests: XCTestCase {
         let props = ["$os", "$os_version", "$model", "$screen_width", "$wifi", "$element_content", "$app_version",
                      "$resume_from_background", "a", "b c", "$\\u0069p", "n"]
         let values = ["1", "-0", "12.5", "1e3", "\"s\"", "\"\\n\"", "true", "false", "null", "[\"a\",1]", "{\"x\":[1]}",
-                      "\"é\"", "12345678901234567890", "1700000000000", "[]", "{}",
+                      "\"é\"", "12345678901234567890", "1700000000000", "[]", "{}", "-12", "123456789012345",
+                      "1234567890123456", "0", "-1.5e5", "\"a string of twenty-three\"", "\"twenty-four bytes long..\"",
                       // Long values (remembered per key): equal, changed at the end, changed in the middle.
                       "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.0\"}", "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.1\"}",
                       "{\"$lib\":\"iOX\",\"$lib_version\":\"4.5.0\"}", "\"abcdefghijklmnopqrstuvwxyz0123456789\"",
@@ -229,7 +231,8 @@ final class RecordDecoderTests: XCTestCase {
                 var v: String
                 if k == "properties" {
                     let ps = props.filter { _ in rng.next() % 3 != 0 }
-                    v = "{" + ps.map { "\"\($0)\":" + values[Int(rng.next() % UInt64(values.count))] }.joined(separator: ",") + "}"
+                    let comma = rng.next() % 16 == 0 ? " ,\n" : ","
+                    v = "{" + ps.map { "\"\($0)\":" + values[Int(rng.next() % UInt64(values.count))] }.joined(separator: comma) + "}"
                 } else if k == "type" {
                     v = rng.next() % 4 == 0 ? "\"profile_set\"" : "\"track\""
                 } else {
@@ -239,7 +242,7 @@ final class RecordDecoderTests: XCTestCase {
                 parts.append("\"\(k)\"" + colon + v)
             }
             if rng.next() % 3 == 0 { parts.shuffle(using: &rng) }
-            events.append("{" + parts.joined(separator: ",") + "}")
+            events.append("{" + parts.joined(separator: rng.next() % 16 == 0 ? "\t, " : ",") + "}")
         }
         assertSameAsAlone(events)
     }
