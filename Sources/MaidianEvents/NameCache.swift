@@ -13,20 +13,29 @@
 /// value of `memoMin...memoMax` bytes, and a value with the same bytes, followed by `,` or `}`, is taken
 /// without a scan. Short values are not worth it: scanning them costs less than a wrong guess.
 final class NameCache {
-    struct Entry {
-        /// Length of the token `"name":` (name length + 3); 0 for an empty slot or a pseudo entry.
-        var token: Int = 0
-        /// The token's first 8 bytes and its last 8 bytes (masked to the token; `last` only past 8 bytes).
+    /// A key token `"name":` as words to compare with: length, first and last 8 bytes, bytes 8..<24 (tokens
+    /// over 16 bytes only), each masked to the token.
+    struct Token {
+        /// Token length (name length + 3); 0 never matches.
+        var length: Int = 0
         var first: UInt64 = 0, last: UInt64 = 0
         var firstMask: UInt64 = 0, lastMask: UInt64 = 0
-        /// Token bytes 8..<24, masked (tokens over 16 bytes only).
         var middle0: UInt64 = 0, middle1: UInt64 = 0
         var middleMask1: UInt64 = 0
+    }
+
+    struct Entry {
+        /// This slot's key (`length` 0 for an empty slot or a pseudo entry).
+        var token = Token()
         var valid = false
         var field = TopField.other
         var bit: UInt64 = 0
-        /// The slot of the key that followed this one last time.
+        /// The key that followed this one last time: its slot and a copy of its token, so that the check of
+        /// the next key does not first have to load where that key's entry is. Valid while `nextEpoch` is the
+        /// cache's `epoch`.
         var next: Int32 = 0
+        var nextEpoch = 0
+        var nextToken = Token()
         /// Length of the remembered value (0: none); its last 8 bytes; what scanning it found. The other
         /// bytes are in `memo`.
         var memoLength: Int = 0
@@ -73,19 +82,38 @@ final class NameCache {
         n >= 8 ? ~0 : (n <= 0 ? 0 : (1 << UInt64(truncatingIfNeeded: n &* 8)) &- 1)
     }
 
-    /// Whether `p[at...]` is the token `"name":` of slot `slot`, within `end`. Returns the token length, or 0.
+    /// Whether `p[at...]` is `token`, within `end`: then the token length, else 0.
     @inline(__always)
-    func matchKey(_ slot: Int32, _ p: UnsafePointer<UInt8>, _ at: Int, _ end: Int) -> Int {
-        let e = entries + Int(slot)
-        let t = e.pointee.token
+    static func match(_ token: Token, _ p: UnsafePointer<UInt8>, _ at: Int, _ end: Int) -> Int {
+        let t = token.length
         // Both loads stay inside the token or the arena padding: `at + t <= end` is checked with them.
-        let firstOK = NameCache.load(p, at) & e.pointee.firstMask == e.pointee.first
-        let lastOK = NameCache.load(p, at &+ Swift.max(t &- 8, 0)) & e.pointee.lastMask == e.pointee.last
+        let firstOK = load(p, at) & token.firstMask == token.first
+        let lastOK = load(p, at &+ Swift.max(t &- 8, 0)) & token.lastMask == token.last
         guard firstOK && lastOK && t > 0 && at &+ t <= end else { return 0 }
         if t <= 16 { return t }
-        let middleOK = NameCache.load(p, at &+ 8) == e.pointee.middle0
-            && NameCache.load(p, at &+ 16) & e.pointee.middleMask1 == e.pointee.middle1
+        let middleOK = load(p, at &+ 8) == token.middle0 && load(p, at &+ 16) & token.middleMask1 == token.middle1
         return middleOK ? t : 0
+    }
+
+    /// Bumped when a slot is reused for another key: every copied `nextToken` is then stale.
+    private(set) var epoch = 0
+
+    /// The key predicted after `prev` when `p[at...]` is its token: its slot and the token length; else
+    /// (`none`, 0).
+    @inline(__always)
+    func predict(after prev: Int32, _ p: UnsafePointer<UInt8>, _ at: Int, _ end: Int) -> (slot: Int32, length: Int) {
+        let e = entries + Int(prev)
+        let t = NameCache.match(e.pointee.nextToken, p, at, end)
+        return t > 0 && e.pointee.nextEpoch == epoch ? (e.pointee.next, t) : (NameCache.none, 0)
+    }
+
+    /// Remembers that `slot` followed `prev`.
+    @inline(__always)
+    func link(_ prev: Int32, _ slot: Int32) {
+        let e = entries + Int(prev)
+        e.pointee.next = slot
+        e.pointee.nextToken = entries[Int(slot)].token
+        e.pointee.nextEpoch = epoch
     }
 
     /// The slot of the plain (unescaped) name `p[start..<end]`, filling it on a miss; `none` for names over
@@ -104,8 +132,8 @@ final class NameCache {
         // Up to four neighbouring slots; past them the home slot is reused (the cache only ever speeds up).
         var slot = home
         for _ in 0..<4 {
-            if entries[slot].token == 0 { return fill(slot, p, start, end, names) }
-            if matchKey(Int32(slot), p, at, end &+ 2) != 0 { return Int32(slot) }
+            if entries[slot].token.length == 0 { return fill(slot, p, start, end, names) }
+            if NameCache.match(entries[slot].token, p, at, end &+ 2) != 0 { return Int32(slot) }
             slot = slot &+ 1 == NameCache.slots ? NameCache.firstSlot : slot &+ 1
         }
         return fill(home, p, start, end, names)
@@ -117,25 +145,25 @@ final class NameCache {
         guard p[end] == 0x22 && p[end &+ 1] == 0x3A else { return NameCache.none }
         let n = end &- start
         let at = start &- 1
-        let t = n &+ 3
         var e = Entry()
-        e.token = t
-        e.firstMask = NameCache.lowBytes(t)
-        e.first = NameCache.load(p, at) & e.firstMask
+        let t = n &+ 3
+        e.token.length = t
+        e.token.firstMask = NameCache.lowBytes(t)
+        e.token.first = NameCache.load(p, at) & e.token.firstMask
         if t > 8 {
-            e.lastMask = ~0
-            e.last = NameCache.load(p, at &+ t &- 8)
+            e.token.lastMask = ~0
+            e.token.last = NameCache.load(p, at &+ t &- 8)
         }
         if t > 16 {
-            e.middle0 = NameCache.load(p, at &+ 8)
-            e.middleMask1 = NameCache.lowBytes(t &- 16)
-            e.middle1 = NameCache.load(p, at &+ 16) & e.middleMask1
+            e.token.middle0 = NameCache.load(p, at &+ 8)
+            e.token.middleMask1 = NameCache.lowBytes(t &- 16)
+            e.token.middle1 = NameCache.load(p, at &+ 16) & e.token.middleMask1
         }
         e.valid = isValidName(p, start, end)
         e.bit = names.classify(p, start, end)
         e.field = TopField.classify(p, start, end)
-        entries[slot] = e  // a new key: also forgets the old key's value
-
+        if entries[slot].token.length != 0 { epoch &+= 1 }
+        entries[slot] = e  // a new key: also forgets the old key's successor and value
         return Int32(slot)
     }
 

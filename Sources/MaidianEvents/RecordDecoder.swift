@@ -348,8 +348,7 @@ public final class RecordDecoder {
     /// when the JSON is malformed there (`s` holds the error).
     @inline(__always)
     private func readKey(_ s: inout JSONScanner, _ pos: inout Int, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo? {
-        let guess = cache.entries[Int(prev)].next
-        let t = cache.matchKey(guess, s.p, pos, s.end)
+        let (guess, t) = cache.predict(after: prev, s.p, pos, s.end)
         if t > 0 {
             let key = KeyInfo(slot: guess, start: pos &+ 1, end: pos &+ t &- 2, escaped: false)
             prev = guess
@@ -396,7 +395,7 @@ public final class RecordDecoder {
         guard s.nextByte() == 0x22 else { s.fail("expected a key"); return KeyInfo(slot: NameCache.none, start: s.pos, end: s.pos, escaped: false) }
         let key = s.scanString()
         let slot = key.escaped || s.failed ? NameCache.none : cache.lookup(s.p, key.start, key.end, names)
-        cache.entries[Int(prev)].next = slot
+        cache.link(prev, slot)
         prev = slot
         if s.nextByte() == 0x3A { s.pos += 1 } else { s.fail("expected ':'") }
         return KeyInfo(slot: slot, start: key.start, end: key.end, escaped: key.escaped)
