@@ -30,12 +30,14 @@ final class NameCache {
         var valid = false
         var field = TopField.other
         var bit: UInt64 = 0
-        /// The key that followed this one last time: its slot and a copy of its token, so that the check of
-        /// the next key does not first have to load where that key's entry is. Valid while `nextEpoch` is the
-        /// cache's `epoch`.
+        /// The keys that followed this one the last two times they differed: slots and copies of their
+        /// tokens, so that checking the next key does not first have to load where that key's entry is.
+        /// Valid while `nextEpoch` is the cache's `epoch`.
         var next: Int32 = 0
+        var otherNext: Int32 = 0
         var nextEpoch = 0
         var nextToken = Token()
+        var otherNextToken = Token()
         /// Length of the remembered value (0: none); its last 8 bytes; what scanning it found. The other
         /// bytes are in `memo`.
         var memoLength: Int = 0
@@ -99,18 +101,29 @@ final class NameCache {
     private(set) var epoch = 0
 
     /// The key predicted after `prev` when `p[at...]` is its token: its slot and the token length; else
-    /// (`none`, 0).
+    /// (`none`, 0). The second guess is only tried when the first fails.
     @inline(__always)
     func predict(after prev: Int32, _ p: UnsafePointer<UInt8>, _ at: Int, _ end: Int) -> (slot: Int32, length: Int) {
         let e = entries + Int(prev)
+        guard e.pointee.nextEpoch == epoch else { return (NameCache.none, 0) }
         let t = NameCache.match(e.pointee.nextToken, p, at, end)
-        return t > 0 && e.pointee.nextEpoch == epoch ? (e.pointee.next, t) : (NameCache.none, 0)
+        if t > 0 { return (e.pointee.next, t) }
+        let u = NameCache.match(e.pointee.otherNextToken, p, at, end)
+        return u > 0 ? (e.pointee.otherNext, u) : (NameCache.none, 0)
     }
 
-    /// Remembers that `slot` followed `prev`.
+    /// Remembers that `slot` followed `prev` (neither prediction was right): the first guess becomes the
+    /// second.
     @inline(__always)
     func link(_ prev: Int32, _ slot: Int32) {
         let e = entries + Int(prev)
+        if e.pointee.nextEpoch == epoch {
+            e.pointee.otherNext = e.pointee.next
+            e.pointee.otherNextToken = e.pointee.nextToken
+        } else {
+            e.pointee.otherNext = NameCache.none
+            e.pointee.otherNextToken = Token()
+        }
         e.pointee.next = slot
         e.pointee.nextToken = entries[Int(slot)].token
         e.pointee.nextEpoch = epoch
