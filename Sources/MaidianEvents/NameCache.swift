@@ -13,8 +13,8 @@
 /// value of `memoMin...memoMax` bytes, and a value with the same bytes, followed by `,` or `}`, is taken
 /// without a scan. Short values are not worth it: scanning them costs less than a wrong guess.
 final class NameCache {
-    /// A key token `"name":` as words to compare with: length, first and last 8 bytes, bytes 8..<24 (tokens
-    /// over 16 bytes only), each masked to the token.
+    /// A key: its token `"name":` as words to compare with (length, first and last 8 bytes, bytes 8..<24 for
+    /// tokens over 16 bytes, each masked to the token), and what is known about the name.
     struct Token {
         /// Token length (name length + 3); 0 never matches.
         var length: Int = 0
@@ -22,14 +22,15 @@ final class NameCache {
         var firstMask: UInt64 = 0, lastMask: UInt64 = 0
         var middle0: UInt64 = 0, middle1: UInt64 = 0
         var middleMask1: UInt64 = 0
+        /// A valid SPEC name; its `KnownProperty` bit (or 0); the top-level field it names.
+        var valid = false
+        var field = TopField.other
+        var bit: UInt64 = 0
     }
 
     struct Entry {
         /// This slot's key (`length` 0 for an empty slot or a pseudo entry).
         var token = Token()
-        var valid = false
-        var field = TopField.other
-        var bit: UInt64 = 0
         /// The keys that followed this one the last two times they differed: slots and copies of their
         /// tokens, so that checking the next key does not first have to load where that key's entry is.
         /// Valid while `nextEpoch` is the cache's `epoch`.
@@ -100,16 +101,15 @@ final class NameCache {
     /// Bumped when a slot is reused for another key: every copied `nextToken` is then stale.
     private(set) var epoch = 0
 
-    /// The key predicted after `prev` when `p[at...]` is its token: its slot and the token length; else
-    /// (`none`, 0). The second guess is only tried when the first fails.
+    /// The key predicted after `prev` when `p[at...]` is its token: its slot and (a copy of) its token; else
+    /// slot `none` and a token of length 0. The second guess is only tried when the first fails.
     @inline(__always)
-    func predict(after prev: Int32, _ p: UnsafePointer<UInt8>, _ at: Int, _ end: Int) -> (slot: Int32, length: Int) {
+    func predict(after prev: Int32, _ p: UnsafePointer<UInt8>, _ at: Int, _ end: Int) -> (slot: Int32, token: Token) {
         let e = entries + Int(prev)
-        guard e.pointee.nextEpoch == epoch else { return (NameCache.none, 0) }
-        let t = NameCache.match(e.pointee.nextToken, p, at, end)
-        if t > 0 { return (e.pointee.next, t) }
-        let u = NameCache.match(e.pointee.otherNextToken, p, at, end)
-        return u > 0 ? (e.pointee.otherNext, u) : (NameCache.none, 0)
+        guard e.pointee.nextEpoch == epoch else { return (NameCache.none, Token()) }
+        if NameCache.match(e.pointee.nextToken, p, at, end) > 0 { return (e.pointee.next, e.pointee.nextToken) }
+        if NameCache.match(e.pointee.otherNextToken, p, at, end) > 0 { return (e.pointee.otherNext, e.pointee.otherNextToken) }
+        return (NameCache.none, Token())
     }
 
     /// Remembers that `slot` followed `prev` (neither prediction was right): the first guess becomes the
@@ -172,9 +172,9 @@ final class NameCache {
             e.token.middleMask1 = NameCache.lowBytes(t &- 16)
             e.token.middle1 = NameCache.load(p, at &+ 16) & e.token.middleMask1
         }
-        e.valid = isValidName(p, start, end)
-        e.bit = names.classify(p, start, end)
-        e.field = TopField.classify(p, start, end)
+        e.token.valid = isValidName(p, start, end)
+        e.token.bit = names.classify(p, start, end)
+        e.token.field = TopField.classify(p, start, end)
         if entries[slot].token.length != 0 { epoch &+= 1 }
         entries[slot] = e  // a new key: also forgets the old key's successor and value
         return Int32(slot)

@@ -225,8 +225,7 @@ public final class RecordDecoder {
         var pos = s.pos
         while true {
             guard let key = readKey(&s, &pos, cache, &prev, names) else { return }
-            let field = key.slot != NameCache.none ? entries[Int(key.slot)].field
-                : (key.escaped ? TopField.other : TopField.classify(p, key.start, key.end))
+            let field = key.field
             let c = nextByte(&s, &pos)
             let vs = pos
             switch field {
@@ -348,9 +347,11 @@ public final class RecordDecoder {
     /// when the JSON is malformed there (`s` holds the error).
     @inline(__always)
     private func readKey(_ s: inout JSONScanner, _ pos: inout Int, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo? {
-        let (guess, t) = cache.predict(after: prev, s.p, pos, s.end)
+        let (guess, token) = cache.predict(after: prev, s.p, pos, s.end)
+        let t = token.length
         if t > 0 {
-            let key = KeyInfo(slot: guess, start: pos &+ 1, end: pos &+ t &- 2, escaped: false)
+            let key = KeyInfo(slot: guess, start: pos &+ 1, end: pos &+ t &- 2, escaped: false,
+                              valid: token.valid, bit: token.bit, field: token.field)
             prev = guess
             pos &+= t
             return key
@@ -392,13 +393,25 @@ public final class RecordDecoder {
     /// A full key scan and a cache lookup (slot `NameCache.none` for escaped, very long or spaced keys).
     @inline(never)
     private func scanKeySlow(_ s: inout JSONScanner, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo {
-        guard s.nextByte() == 0x22 else { s.fail("expected a key"); return KeyInfo(slot: NameCache.none, start: s.pos, end: s.pos, escaped: false) }
+        guard s.nextByte() == 0x22 else {
+            s.fail("expected a key")
+            return KeyInfo(slot: NameCache.none, start: s.pos, end: s.pos, escaped: false, valid: false, bit: 0, field: .other)
+        }
         let key = s.scanString()
         let slot = key.escaped || s.failed ? NameCache.none : cache.lookup(s.p, key.start, key.end, names)
         cache.link(prev, slot)
         prev = slot
         if s.nextByte() == 0x3A { s.pos += 1 } else { s.fail("expected ':'") }
-        return KeyInfo(slot: slot, start: key.start, end: key.end, escaped: key.escaped)
+        var info = KeyInfo(slot: slot, start: key.start, end: key.end, escaped: key.escaped, valid: false, bit: 0, field: .other)
+        if slot != NameCache.none {
+            let t = cache.entries[Int(slot)].token
+            (info.valid, info.bit, info.field) = (t.valid, t.bit, t.field)
+        } else if !s.failed {
+            // Not cached (escaped, very long, or spaced before the colon): work the facts out here.
+            (info.valid, info.bit) = nameFacts(s.p, info, names)
+            info.field = key.escaped ? .other : TopField.classify(s.p, key.start, key.end)
+        }
+        return info
     }
 
     /// Scans a `properties` object into `Property` entries. The common case (predicted key, then a short plain
@@ -406,10 +419,7 @@ public final class RecordDecoder {
     /// else hands the position to the general scanner (`s`) and takes it back, so results are the same.
     @inline(never)  // its own inlining budget: everything it calls on the common path inlines into it
     private func scanProperties(_ s: inout JSONScanner, _ ev: inout Event, _ propBase: Int, _ names: KnownNameTable.View) {
-        let p = s.p
-        let end = s.end
         let cache = propertyKeys
-        let entries = cache.entries
         ev.firstProperty = Int32(truncatingIfNeeded: propBase &+ props.count)
         var known: UInt64 = 0
         var issues: UInt8 = 0
@@ -423,14 +433,8 @@ public final class RecordDecoder {
         defer { props.count = out.count }
         while true {
             guard let key = readKey(&s, &pos, cache, &prev, names) else { return }
-            var nameValid: Bool
-            var bit: UInt64 = 0
-            if key.slot != NameCache.none {
-                nameValid = entries[Int(key.slot)].valid
-                bit = entries[Int(key.slot)].bit
-            } else {
-                (nameValid, bit) = nameFacts(p, key, names)
-            }
+            let nameValid = key.valid
+            let bit = key.bit
             // Value.
             let c = nextByte(&s, &pos)
             let vs = pos
@@ -514,12 +518,16 @@ public final class RecordDecoder {
     }
 }
 
-/// An object key as `RecordDecoder.scanKey` read it: its cache slot and raw content.
+/// An object key as `RecordDecoder.readKey` read it: its cache slot, raw content and what is known about it.
 struct KeyInfo {
     var slot: Int32
     var start: Int
     var end: Int
     var escaped: Bool
+    /// A valid SPEC name (unescaped); its `KnownProperty` bit (0 for escaped names); the top-level field.
+    var valid: Bool
+    var bit: UInt64
+    var field: TopField
 }
 
 /// A growable buffer of trivial values the decoder reuses for every record (no per-append array checks).
