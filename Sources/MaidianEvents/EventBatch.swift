@@ -99,6 +99,7 @@ public struct Property: Sendable {
 public struct AddedProperty: Sendable {
     public var bytes: Span
     public var next: Int32
+    @inlinable public init(bytes: Span, next: Int32) { self.bytes = bytes; self.next = next }
 }
 
 /// One event of a batch: offsets into the batch's arenas and the fields stages need.
@@ -162,6 +163,14 @@ public struct Event: Sendable {
     /// The rules the event matched: `EventBatch.hits[firstHit ..< firstHit + hitCount]` (match stage).
     public var firstHit: Int32
     public var hitCount: Int32
+    // Facts the decoder works out while the event's bytes are in the cache: stages read them instead of
+    // going back to the (by then evicted) JSON arena.
+    /// `event` is a string that, unescaped, is a valid name (SPEC section 2).
+    public var eventNameValid: Bool
+    /// `Hash64` of the raw bytes of `distinct_id` and of `event` (between the quotes, escapes as sent); 0 when
+    /// not a string.
+    public var distinctIDHash: UInt64
+    public var eventNameHash: UInt64
 
     @inlinable public var isLive: Bool { status == .live }
 
@@ -205,6 +214,9 @@ public struct Event: Sendable {
         self.longestString = 0
         self.firstHit = 0
         self.hitCount = 0
+        self.eventNameValid = false
+        self.distinctIDHash = 0
+        self.eventNameHash = 0
     }
 }
 
@@ -277,7 +289,7 @@ public struct InputRecord: Sendable {
 /// instead of at run time on every array access (measured at about 15% of the per-event cost as a class).
 ///
 /// All byte data lives in three arenas addressed by `Span`s: `input` (record keys, headers, values as received),
-/// `json` (decompressed JSON, padded so the scanner can read 8 bytes past any position) and `scratch`
+/// `json` (decompressed JSON, padded so the scanner can read 32 bytes past any record) and `scratch`
 /// (bytes written by stages: added properties, replacement values).
 public struct EventBatch: Sendable {
     public var topics: [String] = []
@@ -341,17 +353,11 @@ public struct EventBatch: Sendable {
         failedCount += 1
     }
 
-    /// Appends a decoded event (decoder only).
+    /// Appends a record's decoded events, `failed` of which are already rejected (decoder only).
     @inline(__always)
-    mutating func appendDecoded(_ ev: Event) {
-        if ev.status == .failed { failedCount += 1 }
-        events.append(ev)
-    }
-
-    /// Removes decoded events from `index` on (a malformed record), fixing the counts.
-    mutating func removeDecoded(from index: Int) {
-        for e in events[index...] where e.status == .failed { failedCount -= 1 }
-        events.removeSubrange(index...)
+    mutating func appendDecoded(_ evs: UnsafeBufferPointer<Event>, failed: Int) {
+        failedCount += failed
+        events.append(contentsOf: evs)
     }
 
     /// Index of a topic name in `topics`, adding it if new.
@@ -531,7 +537,7 @@ public struct EventBatch: Sendable {
     }
 
     /// Adds a pre-serialized `"name":value` fragment (already in the scratch arena) to event `e`.
-    @inline(__always)
+    @inlinable
     public mutating func linkAdded(event e: Int, _ bytes: Span) {
         let idx = Int32(added.count)
         added.append(AddedProperty(bytes: bytes, next: -1))

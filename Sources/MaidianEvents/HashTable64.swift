@@ -1,33 +1,45 @@
 /// An open-addressing hash table from already-hashed 64-bit keys to 64-bit values: no per-insert allocation,
 /// no re-hashing of the key (Swift's Dictionary runs SipHash on every lookup).
+///
+/// Beside the slots (key and value side by side) sits one tag byte per slot: 0 for empty, else 7 bits of
+/// the key. Probes walk the small tag array and read a slot only when its tag matches, so a lookup of a key
+/// that is not there, and an insert, load nothing from the large slot array: a table larger than the caches
+/// (the de-duplication memory) costs no cache miss for new keys, only the stores of an insert.
 public struct HashTable64: Sendable {
-    private var keys: [UInt64]
-    private var values: [Int64]
+    /// Slot `i` is `slots[2 * i]` (key) and `slots[2 * i + 1]` (the value's bit pattern); valid when
+    /// `tags[i] != 0`.
+    private var slots: [UInt64]
+    private var tags: [UInt8]
     private var mask: Int
     public private(set) var count = 0
 
     public init(capacity: Int = 1024) {
         var n = 16
         while n < capacity * 2 { n <<= 1 }
-        keys = Array(repeating: 0, count: n)
-        values = Array(repeating: 0, count: n)
+        slots = Array(repeating: 0, count: 2 * n)
+        tags = Array(repeating: 0, count: n)
         mask = n - 1
     }
 
-    /// 0 marks an empty slot, so key 0 is stored as 1 (a 2^-64 collision, like any other).
-    @inline(__always) private static func slotKey(_ k: UInt64) -> UInt64 { k == 0 ? 1 : k }
+    private var slotCount: Int { mask + 1 }
+
+    /// The tag of a key: its top 7 bits, never 0. The slot index comes from the low bits.
+    @inline(__always) private static func tag(_ k: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: k >> 57) | 0x80 }
 
     /// The value for `key`, or nil.
     @inline(__always)
     public func get(_ key: UInt64) -> Int64? {
-        let k = HashTable64.slotKey(key)
-        return keys.withUnsafeBufferPointer { ks -> Int64? in
-            var i = Int(truncatingIfNeeded: k) & mask
-            while true {
-                let s = ks[i]
-                if s == k { return values[i] }
-                if s == 0 { return nil }
-                i = (i &+ 1) & mask
+        let t = HashTable64.tag(key)
+        let m = mask
+        return tags.withUnsafeBufferPointer { tg -> Int64? in
+            slots.withUnsafeBufferPointer { s -> Int64? in
+                var i = Int(truncatingIfNeeded: key) & m
+                while true {
+                    let ti = tg[i]
+                    if ti == 0 { return nil }
+                    if ti == t && s[2 &* i] == key { return Int64(bitPattern: s[2 &* i &+ 1]) }
+                    i = (i &+ 1) & m
+                }
             }
         }
     }
@@ -35,54 +47,60 @@ public struct HashTable64: Sendable {
     /// Sets `key` to `value`.
     @inline(__always)
     public mutating func set(_ key: UInt64, _ value: Int64) {
-        let (slot, _) = claim(key)
-        values[slot] = value
-    }
-
-    /// The slot of `key`, claiming an empty one (and counting it) when the key is new.
-    @inline(__always)
-    private mutating func claim(_ key: UInt64) -> (slot: Int, inserted: Bool) {
-        if (count + 1) * 10 > keys.count * 7 { grow() }
-        let k = HashTable64.slotKey(key)
-        let m = mask
-        let found = keys.withUnsafeMutableBufferPointer { ks -> (Int, Bool) in
-            var i = Int(truncatingIfNeeded: k) & m
-            while true {
-                let s = ks[i]
-                if s == k { return (i, false) }
-                if s == 0 { ks[i] = k; return (i, true) }
-                i = (i &+ 1) & m
-            }
-        }
-        if found.1 { count += 1 }
-        return found
+        _ = claim(key, value, overwrite: true)
     }
 
     /// The value for `key` if present; otherwise inserts `value` and returns nil. One probe sequence.
     @inline(__always)
     public mutating func getOrInsert(_ key: UInt64, _ value: Int64) -> Int64? {
-        let (slot, inserted) = claim(key)
-        if inserted {
-            values[slot] = value
-            return nil
-        }
-        return values[slot]
+        claim(key, value, overwrite: false)
     }
 
-    /// Empties the table, keeping its capacity.
+    /// Finds `key`'s slot, claiming an empty one for a new key (stores `value`); stores `value` into an
+    /// existing slot too when `overwrite`. Returns the value the key had, or nil when it is new.
+    @inline(__always)
+    private mutating func claim(_ key: UInt64, _ value: Int64, overwrite: Bool) -> Int64? {
+        if (count + 1) * 10 > slotCount * 7 { grow() }
+        let t = HashTable64.tag(key)
+        let m = mask
+        let old = tags.withUnsafeMutableBufferPointer { tg -> Int64? in
+            slots.withUnsafeMutableBufferPointer { s -> Int64? in
+                var i = Int(truncatingIfNeeded: key) & m
+                while true {
+                    let ti = tg[i]
+                    if ti == 0 {
+                        tg[i] = t
+                        s[2 &* i] = key
+                        s[2 &* i &+ 1] = UInt64(bitPattern: value)
+                        return nil
+                    }
+                    if ti == t && s[2 &* i] == key {
+                        let was = Int64(bitPattern: s[2 &* i &+ 1])
+                        if overwrite { s[2 &* i &+ 1] = UInt64(bitPattern: value) }
+                        return was
+                    }
+                    i = (i &+ 1) & m
+                }
+            }
+        }
+        if old == nil { count += 1 }
+        return old
+    }
+
+    /// Empties the table, keeping its capacity (only the tags are cleared).
     public mutating func removeAll() {
         if count == 0 { return }
-        keys.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
+        tags.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
         count = 0
     }
 
     private mutating func grow() {
-        let oldKeys = keys, oldValues = values
-        let n = keys.count * 2
-        keys = Array(repeating: 0, count: n)
-        values = Array(repeating: 0, count: n)
+        let oldSlots = slots, oldTags = tags
+        let n = slotCount * 2
+        slots = Array(repeating: 0, count: 2 * n)
+        tags = Array(repeating: 0, count: n)
         mask = n - 1
         count = 0
-        for (i, k) in oldKeys.enumerated() where k != 0 { set(k, oldValues[i]) }
+        for i in oldTags.indices where oldTags[i] != 0 { set(oldSlots[2 * i], Int64(bitPattern: oldSlots[2 * i + 1])) }
     }
 }

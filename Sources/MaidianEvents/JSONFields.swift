@@ -4,7 +4,7 @@ public enum JSONFields {
     public static func string(_ json: [UInt8], _ key: String) -> String? {
         var result: String?
         var padded = json
-        padded.append(contentsOf: [UInt8](repeating: 0, count: 16))
+        padded.append(contentsOf: [UInt8](repeating: 0, count: 32))
         let keyBytes = Array(key.utf8)
         padded.withUnsafeBufferPointer { b in
             var s = JSONScanner(base: b.baseAddress!, start: 0, end: json.count)

@@ -1,4 +1,4 @@
-/// A validating, in-place JSON scanner over bytes that are followed by at least 8 readable padding bytes.
+/// A validating, in-place JSON scanner over bytes that are followed by at least 32 readable padding bytes.
 ///
 /// It never builds a tree: callers walk the structure and keep offsets. Every byte is validated
 /// (strict RFC 8259: UTF-8, escapes, number syntax, nesting), so a value that scans cleanly can be copied
@@ -16,15 +16,10 @@ struct JSONScanner {
     /// Nesting limit: deeper documents are rejected as malformed rather than risking the stack.
     static let maxDepth = 256
 
-    /// `NameClass.table`, loaded once: a global's lazy-initialization check inside a byte loop costs more
-    /// than the loop.
-    @usableFromInline let classes: UnsafePointer<UInt8>
-
     init(base: UnsafePointer<UInt8>, start: Int, end: Int) {
         self.p = base
         self.pos = start
         self.end = end
-        self.classes = NameClass.table
     }
 
     @inline(__always) mutating func fail(_ what: StaticString) {
@@ -42,6 +37,16 @@ struct JSONScanner {
 
     @inline(__always) func peek() -> UInt8 { pos < end ? p[pos] : 0 }
 
+    /// `skipWhitespace()` then `peek()`: compact JSON has no whitespace, so this is one load and one compare.
+    @inline(__always) mutating func nextByte() -> UInt8 {
+        if pos < end {
+            let c = p[pos]
+            if c > 0x20 { return c }
+        }
+        skipWhitespace()
+        return peek()
+    }
+
     /// Result of scanning a string.
     struct StringInfo {
         var start: Int
@@ -50,10 +55,53 @@ struct JSONScanner {
         var decodedLength: Int
     }
 
+    /// Bit 7 of each byte of `w` that is a quote, a backslash, a control character or non-ASCII. The lowest
+    /// flagged byte is exact; bytes above it may be flagged falsely (borrows), which callers never look at.
+    @inline(__always) static func specialBytes(_ w: UInt64) -> UInt64 {
+        let q = w ^ 0x2222_2222_2222_2222
+        let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
+        return (((q &- 0x0101_0101_0101_0101) & ~q)
+            | ((b &- 0x0101_0101_0101_0101) & ~b)
+            | ((w &- 0x2020_2020_2020_2020) & ~w)
+            | w) & 0x8080_8080_8080_8080
+    }
+
+    /// The bit-7 flags of `m` (as from `specialBytes`) packed into the low 8 bits, byte `i` → bit `i`.
+    @inline(__always) static func packFlags(_ m: UInt64) -> UInt64 {
+        ((m >> 7) &* 0x0102_0408_1020_4080) >> 56
+    }
+
+    /// For the string whose opening quote is at `at`: how many plain ASCII bytes start it (up to 24), and
+    /// whether the byte after them is its closing quote (within `end`). Three words are checked at once,
+    /// without a loop or a branch per word; most strings end there.
+    @inline(__always) func shortPlainString(_ at: Int) -> (length: Int, closed: Bool) {
+        let raw = UnsafeRawPointer(p + (at &+ 1))
+        let m0 = JSONScanner.packFlags(JSONScanner.specialBytes(raw.loadUnaligned(as: UInt64.self)))
+        let m1 = JSONScanner.packFlags(JSONScanner.specialBytes(raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+        let m2 = JSONScanner.packFlags(JSONScanner.specialBytes(raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self)))
+        let k = (m0 | m1 << 8 | m2 << 16 | 1 << 24).trailingZeroBitCount
+        let i = at &+ 1 &+ k
+        return (k, k < 24 && i < end && p[i] == 0x22)
+    }
+
     /// Scans a string starting at the opening quote. Returns content bounds (without quotes).
+    ///
+    /// Short plain strings end in `shortPlainString`; everything else (longer strings, escapes, non-ASCII,
+    /// errors) continues in `scanStringRest`.
     @inline(__always) mutating func scanString() -> StringInfo {
         let contentStart = pos &+ 1
-        var i = contentStart
+        let (k, closed) = shortPlainString(pos)
+        let i = contentStart &+ k
+        if closed {
+            pos = i &+ 1
+            return StringInfo(start: contentStart, end: i, escaped: false, decodedLength: k)
+        }
+        return scanStringRest(contentStart, Swift.min(i, end))
+    }
+
+    /// The general string scan from `i` on (everything from `contentStart` to `i` is plain ASCII).
+    @inline(never) mutating func scanStringRest(_ contentStart: Int, _ from: Int) -> StringInfo {
+        var i = from
         var savings = 0
         var escaped = false
         let end = self.end
@@ -61,14 +109,7 @@ struct JSONScanner {
         while true {
             // 8 bytes at a time while no quote, backslash, control or non-ASCII byte is among them.
             while i &+ 8 <= end {
-                let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
-                let q = w ^ 0x2222_2222_2222_2222
-                let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
-                let special = ((q &- 0x0101_0101_0101_0101) & ~q)
-                    | ((b &- 0x0101_0101_0101_0101) & ~b)
-                    | ((w &- 0x2020_2020_2020_2020) & ~w)
-                    | w
-                let m = special & 0x8080_8080_8080_8080
+                let m = JSONScanner.specialBytes(UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
                 if m == 0 { i &+= 8; continue }
                 i &+= m.trailingZeroBitCount >> 3
                 break
@@ -152,49 +193,44 @@ struct JSONScanner {
         }
     }
 
-    /// Scans an object key at the opening quote, checking on the way whether it is a valid SPEC name
-    /// (`^[A-Za-z_$][A-Za-z0-9_$]{0,99}$`). Keys are short and almost always plain ASCII names, so one pass
-    /// with a class table does both; anything else falls back to `scanString`.
-    @inline(__always) mutating func scanKey() -> (StringInfo, Bool) {
-        let start = pos &+ 1
-        var i = start
-        var valid: UInt8 = NameClass.rest
-        let table = classes
-        while i < end {
-            let k = table[Int(p[i])]
-            if k & NameClass.stop != 0 { break }
-            valid &= k
-            i &+= 1
-        }
-        if i < end && p[i] == 0x22 {
-            pos = i &+ 1
-            let n = i &- start
-            let ok = valid != 0 && n >= 1 && n <= 100 && table[Int(p[start])] & NameClass.first != 0
-            return (StringInfo(start: start, end: i, escaped: false, decodedLength: n), ok)
-        }
-        let info = scanString()
-        if failed || info.escaped { return (info, false) }  // escaped names are checked by the caller
-        return (info, false)  // non-ASCII or control bytes: never a valid name
+    /// How many ASCII digits start at `i` (at most 8), from one word: the lowest byte that is below `0` or
+    /// above `9` (the borrow and carry of the two tests only reach bytes above it).
+    @inline(__always) func digitRun8(_ i: Int) -> Int {
+        let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+        let other = ((w &+ 0x4646_4646_4646_4646) | (w &- 0x3030_3030_3030_3030)) & 0x8080_8080_8080_8080
+        return other == 0 ? 8 : other.trailingZeroBitCount >> 3
     }
 
-    /// Skips a number, validating its syntax.
-    @inline(__always) mutating func skipNumber() {
-        var i = pos
-        if i < end && p[i] == 0x2D { i &+= 1 }
-        guard i < end, p[i] >= 0x30 && p[i] <= 0x39 else { pos = i; fail("bad number"); return }
-        if p[i] == 0x30 { i &+= 1 } else { while i < end, p[i] &- 0x30 < 10 { i &+= 1 } }
-        if i < end && p[i] == 0x2E {
-            i &+= 1
-            guard i < end, p[i] &- 0x30 < 10 else { pos = i; fail("bad fraction"); return }
-            while i < end, p[i] &- 0x30 < 10 { i &+= 1 }
-        }
-        if i < end && (p[i] == 0x65 || p[i] == 0x45) {
-            i &+= 1
-            if i < end && (p[i] == 0x2B || p[i] == 0x2D) { i &+= 1 }
-            guard i < end, p[i] &- 0x30 < 10 else { pos = i; fail("bad exponent"); return }
-            while i < end, p[i] &- 0x30 < 10 { i &+= 1 }
-        }
-        pos = i
+    /// The value of the `n` (1...8) ASCII digits at `i`: the word is shifted so that they are its top bytes,
+    /// the bottom bytes become `0`s, then the usual three multiply-add steps.
+    @inline(__always) func digitsValue(_ i: Int, _ n: Int) -> UInt64 {
+        let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+        let shift = UInt64(truncatingIfNeeded: 64 &- n &* 8)
+        var v = ((w << shift) | (0x3030_3030_3030_3030 >> (64 &- shift))) &- 0x3030_3030_3030_3030
+        v = (v &* 10) &+ (v >> 8)
+        v = (((v & 0x0000_00FF_0000_00FF) &* 0x000F_4240_0000_0064)
+            &+ (((v >> 16) & 0x0000_00FF_0000_00FF) &* 0x0000_2710_0000_0001)) >> 32
+        return v
+    }
+
+    /// Where a plain integer at `at` ends (an optional `-`, then 1 to 15 digits without a leading zero, not
+    /// followed by `.`, `e` or `E`), or -1 for anything else (`scanNumber` decides).
+    @inline(__always) func plainIntegerEnd(_ at: Int) -> Int {
+        let d = p[at] == 0x2D ? at &+ 1 : at
+        var run = digitRun8(d)
+        if run == 8 { run &+= digitRun8(d &+ 8) }
+        let j = d &+ run
+        let next = p[j]
+        return run > 0 && run < 16 && p[d] != 0x30 && next != 0x2E && next | 0x20 != 0x65 && j <= end ? j : -1
+    }
+
+    /// The value of the plain integer `p[at..<to]` that `plainIntegerEnd` found.
+    @inline(__always) func plainIntegerValue(_ at: Int, _ to: Int) -> Int64 {
+        let neg = p[at] == 0x2D
+        let d = neg ? at &+ 1 : at
+        let run = to &- d
+        let v = run <= 8 ? digitsValue(d, run) : digitsValue(d, 8) &* powerOf10(run &- 8) &+ digitsValue(d &+ 8, run &- 8)
+        return neg ? 0 &- Int64(v) : Int64(v)
     }
 
     /// Scans a number. Returns whether it is an integer that fits Int64, and its value then.
@@ -208,12 +244,26 @@ struct JSONScanner {
         if p[i] == 0x30 {
             i &+= 1
         } else {
-            while i < end, p[i] >= 0x30 && p[i] <= 0x39 {
-                let (m, o1) = value.multipliedReportingOverflow(by: 10)
-                let (a, o2) = m.addingReportingOverflow(Int64(p[i] &- 0x30))
-                overflow = overflow || o1 || o2
-                value = a
-                i &+= 1
+            // The integer digits a word at a time; up to 16 of them (every time stamp and id) without a loop
+            // per digit, and no overflow is possible below 19.
+            var run = digitRun8(i)
+            if run == 8 { run &+= digitRun8(i &+ 8) }
+            if run == 16 { run &+= digitRun8(i &+ 16) }
+            run = Swift.min(run, end &- i)
+            if run <= 8 {
+                value = Int64(digitsValue(i, run))
+                i &+= run
+            } else if run <= 16 {
+                value = Int64(digitsValue(i, 8) &* powerOf10(run &- 8) &+ digitsValue(i &+ 8, run &- 8))
+                i &+= run
+            } else {
+                while i < end, p[i] >= 0x30 && p[i] <= 0x39 {
+                    let (m, o1) = value.multipliedReportingOverflow(by: 10)
+                    let (a, o2) = m.addingReportingOverflow(Int64(p[i] &- 0x30))
+                    overflow = overflow || o1 || o2
+                    value = a
+                    i &+= 1
+                }
             }
         }
         var isInteger = !overflow
@@ -232,6 +282,20 @@ struct JSONScanner {
         }
         pos = i
         return (isInteger, neg ? 0 &- value : value)
+    }
+
+    /// 10^n for n in 1...8.
+    @inline(__always) func powerOf10(_ n: Int) -> UInt64 {
+        switch n {
+        case 1: return 10
+        case 2: return 100
+        case 3: return 1000
+        case 4: return 10_000
+        case 5: return 100_000
+        case 6: return 1_000_000
+        case 7: return 10_000_000
+        default: return 100_000_000
+        }
     }
 
     @inline(__always) mutating func scanLiteral(_ first: UInt8) -> ValueKind {
@@ -339,12 +403,10 @@ struct JSONScanner {
     }
 }
 
-/// Byte classes for names and key scanning.
+/// Byte classes for names.
 enum NameClass {
     static let first: UInt8 = 1
     static let rest: UInt8 = 2
-    /// Quote, backslash, control or non-ASCII: ends the fast key scan.
-    static let stop: UInt8 = 4
     /// `nonisolated(unsafe)` is safe: filled once in this initializer, only read afterwards.
     nonisolated(unsafe) static let table: UnsafePointer<UInt8> = {
         let t = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
@@ -353,7 +415,6 @@ enum NameClass {
             let isAlpha = (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
             if isAlpha || c == 0x5F || c == 0x24 { k |= first | rest }
             if c >= 0x30 && c <= 0x39 { k |= rest }
-            if c == 0x22 || c == 0x5C || c < 0x20 || c >= 0x80 { k |= stop }
             t[c] = k
         }
         return UnsafePointer(t)
@@ -425,6 +486,18 @@ public enum JSONOut {
     public static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         var runStart = 0
         var i = 0
+        // Whole words while none of their bytes needs an escape (header values almost never do).
+        if let base = bytes.baseAddress {
+            while i &+ 8 <= bytes.count {
+                let w = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                let q = w ^ 0x2222_2222_2222_2222
+                let b = w ^ 0x5C5C_5C5C_5C5C_5C5C
+                let m = (((q &- 0x0101_0101_0101_0101) & ~q) | ((b &- 0x0101_0101_0101_0101) & ~b)
+                    | ((w &- 0x2020_2020_2020_2020) & ~w)) & 0x8080_8080_8080_8080
+                if m != 0 { break }
+                i &+= 8
+            }
+        }
         while i < bytes.count {
             let c = bytes[i]
             if c == 0x22 || c == 0x5C || c < 0x20 {

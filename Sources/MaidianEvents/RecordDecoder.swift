@@ -22,11 +22,17 @@ public final class RecordDecoder {
     public var limits: RecordLimits
     private let zstd = ZstdDecompressor()
     private let knownNames = KnownNameTable()
-    private let nameCache = NameCache()
+    /// Keys of events and keys of `properties` objects (see `NameCache`).
+    private let topKeys = NameCache()
+    private let propertyKeys = NameCache()
+    /// The current record's events and properties (see `scanRecord`).
+    private let events = ScanBuffer<Event>(capacity: 64)
+    private let props = ScanBuffer<Property>(capacity: 1024)
     /// Output of the streaming path (frames without a declared size), reused.
     private var streamBuffer: [UInt8] = []
-    /// Scanner padding: the JSON arena always has this many readable bytes after any record.
-    static let padding = 16
+    /// Scanner padding: the JSON arena always has this many readable bytes after any record (the key cache
+    /// compares whole words up to 32 bytes from a key's quote).
+    static let padding = 32
 
     public init(limits: RecordLimits = RecordLimits()) {
         self.limits = limits
@@ -135,9 +141,14 @@ public final class RecordDecoder {
 
     private func scanRecord(_ batch: inout EventBatch, _ r: Int, _ start: Int, _ end: Int) {
         let firstEvent = batch.events.count
-        let firstProp = batch.properties.count
+        let propBase = batch.properties.count
         var outcome: (DeadLetterReason, String)? = nil
         let maxEvents = limits.maxEventsPerRecord
+        // Events and properties go to the decoder's own buffers first and into the batch in one copy per record:
+        // no per-element array bookkeeping, and nothing to take back from the batch when the record is malformed.
+        events.count = 0
+        props.count = 0
+        var failedEvents = 0
         knownNames.withView { names in
         batch.json.withUnsafeBufferPointer { jb in
             var s = JSONScanner(base: jb.baseAddress!, start: start, end: end)
@@ -166,14 +177,15 @@ public final class RecordDecoder {
                     s.skipWhitespace()
                     var ev = Event(record: Int32(r), index: index, start: s.pos)
                     if s.peek() == 0x7B {
-                        scanEvent(&s, &ev, &batch.properties, names)
+                        scanEvent(&s, &ev, propBase, names)
                     } else {
                         s.skipValue(depth: 1)
                         ev.status = .failed
                         ev.reason = .notObject
+                        failedEvents += 1
                     }
                     ev.bytes.end = Int32(s.pos)
-                    batch.appendDecoded(ev)
+                    events.append(ev)
                     index += 1
                     s.skipWhitespace()
                     let c = s.peek()
@@ -190,175 +202,381 @@ public final class RecordDecoder {
         }
         }
         if let (reason, detail) = outcome {
-            batch.removeDecoded(from: firstEvent)
-            batch.properties.removeSubrange(firstProp...)
             failRecord(&batch, r, reason, detail)
             return
         }
+        batch.properties.append(contentsOf: props.elements)
+        batch.appendDecoded(events.elements, failed: failedEvents)
         batch.records[r].firstEvent = Int32(firstEvent)
-        batch.records[r].eventCount = Int32(batch.events.count - firstEvent)
+        batch.records[r].eventCount = Int32(events.count)
     }
 
-    /// Scans one event object, recording the fields stages need. Does not decide validity: the validate stage does.
-    @inline(__always)
-    private func scanEvent(_ s: inout JSONScanner, _ ev: inout Event, _ props: inout [Property], _ names: KnownNameTable.View) {
+    /// Scans one event object, recording the fields stages need. Does not decide validity: the validate stage
+    /// does. Like `scanProperties`, the common case runs on local variables and hands anything else to `s`.
+    @inline(never)  // its own inlining budget: everything it calls on the common path inlines into it
+    private func scanEvent(_ s: inout JSONScanner, _ ev: inout Event, _ propBase: Int, _ names: KnownNameTable.View) {
         let p = s.p
+        let end = s.end
+        let cache = topKeys
+        let entries = cache.entries
         s.pos += 1  // {
-        s.skipWhitespace()
-        if s.peek() == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
-        while !s.failed {
-            s.skipWhitespace()
-            guard s.peek() == 0x22 else { s.fail("expected a key"); return }
-            let (key, _) = s.scanKey()
-            s.skipWhitespace()
-            guard s.peek() == 0x3A else { s.fail("expected ':'"); return }
-            s.pos += 1
-            s.skipWhitespace()
-            let field = key.escaped ? TopField.other : TopField.classify(p, key.start, key.end)
-            let c = s.peek()
+        if s.nextByte() == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
+        var prev = NameCache.head
+        var pos = s.pos
+        while true {
+            guard let key = readKey(&s, &pos, cache, &prev, names) else { return }
+            let field = key.field
+            let c = nextByte(&s, &pos)
+            let vs = pos
             switch field {
-            case .type:
-                if c == 0x22 {
-                    let v = s.scanString()
-                    ev.typeName = Span(v.start, v.end)
-                    ev.type = v.escaped ? .unknown : classifyType(p, v.start, v.end)
-                } else { s.skipValue(depth: 1); ev.type = .notString; ev.typeName = .absent }
-            case .event:
-                if c == 0x22 {
-                    let v = s.scanString()
-                    ev.eventName = Span(v.start, v.end)
-                    ev.eventNameEscaped = v.escaped
+            case .type, .event, .distinctID, .project:
+                guard c == 0x22 else {
+                    s.pos = pos
+                    s.skipValue(depth: 1)
+                    if s.failed { return }
+                    pos = s.pos
+                    switch field {
+                    case .type: ev.type = .notString; ev.typeName = .absent
+                    case .event: ev.eventName = .absent; ev.eventNameIsString = false; ev.eventNameValid = false; ev.eventNameHash = 0
+                    case .distinctID: ev.distinctIDKind = 2; ev.distinctIDHash = 0
+                    default: break
+                    }
+                    break
+                }
+                guard let (escaped, decodedLength) = readString(&s, &pos) else { return }
+                let cs = vs &+ 1, ce = pos &- 1
+                switch field {
+                case .type:
+                    ev.typeName = Span(cs, ce)
+                    ev.type = escaped ? .unknown : classifyType(p, cs, ce)
+                case .event:
+                    ev.eventName = Span(cs, ce)
+                    ev.eventNameEscaped = escaped
                     ev.eventNameIsString = true
-                } else { s.skipValue(depth: 1); ev.eventName = .absent; ev.eventNameIsString = false }
-            case .time:
-                let vs = s.pos
-                if c == 0x2D || (c >= 0x30 && c <= 0x39) {
-                    let (isInt, v) = s.scanNumber()
-                    ev.timeKind = isInt ? 1 : 2
-                    ev.time = v
-                    ev.clientTime = v
-                } else { s.skipValue(depth: 1); ev.timeKind = 2 }
-                ev.timeValue = Span(vs, s.pos)
-            case .flushTime:
-                if c == 0x2D || (c >= 0x30 && c <= 0x39) {
-                    let (isInt, v) = s.scanNumber()
-                    ev.hasFlushTime = isInt
-                    ev.flushTime = v
-                } else { s.skipValue(depth: 1); ev.hasFlushTime = false }
-            case .trackID:
-                if c == 0x2D || (c >= 0x30 && c <= 0x39) {
-                    let (isInt, v) = s.scanNumber()
-                    ev.hasTrackID = isInt
-                    ev.trackID = v
-                } else { s.skipValue(depth: 1); ev.hasTrackID = false }
-            case .distinctID:
-                if c == 0x22 {
-                    let v = s.scanString()
-                    ev.distinctID = Span(v.start, v.end)
-                    ev.distinctIDEscaped = v.escaped
+                    ev.eventNameValid = escaped ? isValidEscapedName(p, cs, ce) : isValidName(p, cs, ce)
+                    ev.eventNameHash = rawHash(p, cs, ce)
+                case .distinctID:
+                    ev.distinctID = Span(cs, ce)
+                    ev.distinctIDEscaped = escaped
                     ev.distinctIDKind = 1
-                    ev.distinctIDLength = Int32(v.decodedLength)
-                } else { s.skipValue(depth: 1); ev.distinctIDKind = 2 }
+                    ev.distinctIDLength = Int32(decodedLength)
+                    ev.distinctIDHash = rawHash(p, cs, ce)
+                default:
+                    ev.project = escaped ? .absent : Span(cs, ce)
+                }
+            case .time, .flushTime, .trackID:
+                var isNumber = false
+                var isInteger = false
+                var value: Int64 = 0
+                if c == 0x2D || c &- 0x30 < 10 {
+                    isNumber = true
+                    let j = s.plainIntegerEnd(pos)
+                    if j >= 0 {
+                        isInteger = true
+                        value = s.plainIntegerValue(pos, j)
+                        pos = j
+                    } else {
+                        s.pos = pos
+                        (isInteger, value) = s.scanNumber()
+                        if s.failed { return }
+                        pos = s.pos
+                    }
+                } else {
+                    s.pos = pos
+                    s.skipValue(depth: 1)
+                    if s.failed { return }
+                    pos = s.pos
+                }
+                switch field {
+                case .time:
+                    ev.timeKind = isInteger ? 1 : 2
+                    if isNumber { ev.time = value; ev.clientTime = value }
+                    ev.timeValue = Span(vs, pos)
+                case .flushTime:
+                    ev.hasFlushTime = isInteger
+                    if isNumber { ev.flushTime = value }
+                default:
+                    ev.hasTrackID = isInteger
+                    if isNumber { ev.trackID = value }
+                }
             case .properties:
-                let vs = s.pos
+                s.pos = pos
                 if c == 0x7B {
                     ev.propertiesKind = 1
-                    scanProperties(&s, &ev, &props, names)
+                    scanProperties(&s, &ev, propBase, names)
                 } else {
                     ev.propertiesKind = 2
                     s.skipValue(depth: 1)
                 }
-                ev.properties = Span(vs, s.pos)
-            case .project:
-                if c == 0x22 {
-                    let v = s.scanString()
-                    ev.project = v.escaped ? .absent : Span(v.start, v.end)
-                } else { s.skipValue(depth: 1) }
-            case .lib:
-                let vs = s.pos
-                let k = s.skipValue(depth: 1)
-                ev.lib = k == .object ? Span(vs, s.pos) : .absent
-            case .other:
-                s.skipValue(depth: 1)
+                if s.failed { return }
+                pos = s.pos
+                ev.properties = Span(vs, pos)
+            case .lib, .other:
+                // Only `lib` is kept; both are often the same bytes as last time (see `NameCache`).
+                var k: ValueKind
+                let memo = cache.memoMatch(key.slot, p, vs, end)
+                if memo > 0 {
+                    k = entries[Int(key.slot)].memoKind
+                    pos = vs &+ memo
+                } else {
+                    let (n, closed) = c == 0x22 ? s.shortPlainString(pos) : (0, false)
+                    if closed {
+                        k = .string
+                        pos &+= n &+ 2
+                    } else {
+                        s.pos = pos
+                        k = s.skipValue(depth: 1)
+                        if s.failed { return }
+                        pos = s.pos
+                    }
+                    cache.remember(key.slot, p, vs, pos, k, escaped: false, nonString: false, decodedLength: 0)
+                }
+                if field == .lib { ev.lib = k == .object ? Span(vs, pos) : .absent }
             }
-            s.skipWhitespace()
-            let d = s.peek()
-            if d == 0x2C { s.pos += 1; continue }
-            if d == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
+            let d = nextByte(&s, &pos)
+            if d == 0x2C { pos &+= 1; continue }
+            s.pos = pos
+            if d == 0x7D { ev.closingBrace = Int32(pos); s.pos += 1; return }
             s.fail("expected ',' or '}'")
+            return
         }
     }
 
+    /// Reads an object key and its `:` at `pos`: the key that followed `prev` last time when the bytes say so
+    /// (see `NameCache`), else `scanKeySlow`. Moves `pos` after the `:`; `prev` becomes the key's slot. Nil
+    /// when the JSON is malformed there (`s` holds the error).
     @inline(__always)
-    private func scanProperties(_ s: inout JSONScanner, _ ev: inout Event, _ props: inout [Property], _ names: KnownNameTable.View) {
-        let p = s.p
-        ev.firstProperty = Int32(props.count)
+    private func readKey(_ s: inout JSONScanner, _ pos: inout Int, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo? {
+        let (guess, token) = cache.predict(after: prev, s.p, pos, s.end)
+        let t = token.length
+        if t > 0 {
+            let key = KeyInfo(slot: guess, start: pos &+ 1, end: pos &+ t &- 2, escaped: false,
+                              valid: token.valid, bit: token.bit, field: token.field)
+            prev = guess
+            pos &+= t
+            return key
+        }
+        s.pos = pos
+        let key = scanKeySlow(&s, cache, &prev, names)
+        if s.failed { return nil }
+        pos = s.pos
+        return key
+    }
+
+    /// Reads the string whose opening quote is at `pos` (short plain ones without leaving local variables) and
+    /// moves `pos` past it. Nil when it is malformed (`s` holds the error).
+    @inline(__always)
+    private func readString(_ s: inout JSONScanner, _ pos: inout Int) -> (escaped: Bool, decodedLength: Int)? {
+        let (k, closed) = s.shortPlainString(pos)
+        if closed {
+            pos &+= k &+ 2
+            return (false, k)
+        }
+        let v = s.scanStringRest(pos &+ 1, Swift.min(pos &+ 1 &+ k, s.end))
+        if s.failed { return nil }
+        pos = s.pos
+        return (v.escaped, v.decodedLength)
+    }
+
+    /// The byte at `pos` after skipping whitespace, as `JSONScanner.nextByte`. `p[pos]` is readable up to `end`
+    /// included: the arena's padding is zeros, which take the general path.
+    @inline(__always)
+    private func nextByte(_ s: inout JSONScanner, _ pos: inout Int) -> UInt8 {
+        let c = s.p[pos]
+        if c > 0x20 { return c }
+        s.pos = pos
+        let d = s.nextByte()
+        pos = s.pos
+        return d
+    }
+
+    /// A full key scan and a cache lookup (slot `NameCache.none` for escaped, very long or spaced keys).
+    @inline(never)
+    private func scanKeySlow(_ s: inout JSONScanner, _ cache: NameCache, _ prev: inout Int32, _ names: KnownNameTable.View) -> KeyInfo {
+        guard s.nextByte() == 0x22 else {
+            s.fail("expected a key")
+            return KeyInfo(slot: NameCache.none, start: s.pos, end: s.pos, escaped: false, valid: false, bit: 0, field: .other)
+        }
+        let key = s.scanString()
+        let slot = key.escaped || s.failed ? NameCache.none : cache.lookup(s.p, key.start, key.end, names)
+        cache.link(prev, slot)
+        prev = slot
+        if s.nextByte() == 0x3A { s.pos += 1 } else { s.fail("expected ':'") }
+        var info = KeyInfo(slot: slot, start: key.start, end: key.end, escaped: key.escaped, valid: false, bit: 0, field: .other)
+        if slot != NameCache.none {
+            let t = cache.entries[Int(slot)].token
+            (info.valid, info.bit, info.field) = (t.valid, t.bit, t.field)
+        } else if !s.failed {
+            // Not cached (escaped, very long, or spaced before the colon): work the facts out here.
+            (info.valid, info.bit) = nameFacts(s.p, info, names)
+            info.field = key.escaped ? .other : TopField.classify(s.p, key.start, key.end)
+        }
+        return info
+    }
+
+    /// Scans a `properties` object into `Property` entries. The common case (predicted key, then a short plain
+    /// string, a plain integer or a literal, then `,` or `}` without whitespace) runs on local variables; anything
+    /// else hands the position to the general scanner (`s`) and takes it back, so results are the same.
+    @inline(never)  // its own inlining budget: everything it calls on the common path inlines into it
+    private func scanProperties(_ s: inout JSONScanner, _ ev: inout Event, _ propBase: Int, _ names: KnownNameTable.View) {
+        let cache = propertyKeys
+        ev.firstProperty = Int32(truncatingIfNeeded: propBase &+ props.count)
         var known: UInt64 = 0
         var issues: UInt8 = 0
         var longest = 0
         s.pos += 1  // {
-        s.skipWhitespace()
-        if s.peek() == 0x7D { s.pos += 1; return }
+        if s.nextByte() == 0x7D { s.pos += 1; return }
         var count: Int32 = 0
-        while !s.failed {
-            s.skipWhitespace()
-            guard s.peek() == 0x22 else { s.fail("expected a key"); return }
-            let key = s.scanString()
-            var (nameValid, bit) = key.escaped ? (false, UInt64(0)) : nameCache.lookup(p, key.start, key.end, names)
-            s.skipWhitespace()
-            guard s.peek() == 0x3A else { s.fail("expected ':'"); return }
-            s.pos += 1
-            s.skipWhitespace()
-            let vs = s.pos
-            let c = s.peek()
-            var kind: ValueKind
+        var prev = NameCache.head
+        var pos = s.pos
+        var out = props.reserve()
+        defer { props.count = out.count }
+        while true {
+            guard let key = readKey(&s, &pos, cache, &prev, names) else { return }
+            let nameValid = key.valid
+            let bit = key.bit
+            // Value.
+            let c = nextByte(&s, &pos)
+            let vs = pos
+            var kind = ValueKind.string
             var escaped = false
             var decodedLength = 0
             var nonString = false
-            switch c {
-            case 0x22:
-                let v = s.scanString()
-                kind = .string
-                escaped = v.escaped
-                decodedLength = v.decodedLength
-            case 0x2D, 0x30...0x39:
+            if c == 0x22 {
+                guard let v = readString(&s, &pos) else { return }
+                (escaped, decodedLength) = v
+            } else if c == 0x2D || c &- 0x30 < 10 {
                 kind = .number
-                s.skipNumber()
-            case 0x5B:
-                kind = .array
-                nonString = !s.scanArrayAllStrings()
-            default:
-                kind = s.skipValue(depth: 2)
+                let j = s.plainIntegerEnd(pos)
+                if j >= 0 {
+                    pos = j
+                } else {
+                    s.pos = pos
+                    _ = s.scanNumber()
+                    if s.failed { return }
+                    pos = s.pos
+                }
+            } else {
+                s.pos = pos
+                switch c {
+                case 0x74, 0x66, 0x6E:
+                    kind = s.scanLiteral(c)
+                case 0x5B:
+                    kind = .array
+                    nonString = !s.scanArrayAllStrings()
+                default:
+                    kind = s.skipValue(depth: 2)
+                }
+                if s.failed { return }
+                pos = s.pos
             }
-            if key.escaped {
-                let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + key.start, count: key.end - key.start))
-                nameValid = decoded.withUnsafeBufferPointer { isValidName($0.baseAddress!, 0, $0.count) }
-                bit = 0
-            }
+            // Issue bits without a branch per kind: most properties have none.
             known |= bit
-            if !nameValid { issues |= PropertyIssues.invalidName }
-            switch kind {
-            case .null: issues |= PropertyIssues.null
-            case .object: if bit != KnownProperty.elementContent.bit { issues |= PropertyIssues.object }
-            case .array: if nonString { issues |= PropertyIssues.nonStringArrayElement }
-            case .string: if decodedLength > longest { longest = decodedLength }
-            default: break
-            }
-            props.append(Property(
-                name: Span(key.start, key.end), value: Span(vs, s.pos), kind: kind, nameValid: nameValid,
+            issues |= (nameValid ? 0 : PropertyIssues.invalidName)
+                | (kind == .null ? PropertyIssues.null : 0)
+                | (kind == .object && bit != KnownProperty.elementContent.bit ? PropertyIssues.object : 0)
+                | (nonString ? PropertyIssues.nonStringArrayElement : 0)
+            longest = Swift.max(longest, decodedLength)
+            out.append(Property(
+                name: Span(key.start, key.end), value: Span(vs, pos), kind: kind, nameValid: nameValid,
                 nameEscaped: key.escaped, valueEscaped: escaped, arrayHasNonString: nonString,
-                decodedLength: Int32(truncatingIfNeeded: decodedLength), fix: .keep, replacement: .absent))
-            count += 1
-            s.skipWhitespace()
-            let d = s.peek()
-            if d == 0x2C { s.pos += 1; continue }
-            if d == 0x7D { s.pos += 1; break }
+                decodedLength: Int32(truncatingIfNeeded: decodedLength), fix: .keep, replacement: .absent), props)
+            count &+= 1
+            let d = nextByte(&s, &pos)
+            if d == 0x2C { pos &+= 1; continue }
+            if d == 0x7D { pos &+= 1; break }
+            s.pos = pos
             s.fail("expected ',' or '}'")
+            return
         }
+        s.pos = pos
         ev.propertyCount = count
         ev.known = known
         ev.propertyIssues = issues
         ev.longestString = Int32(truncatingIfNeeded: longest)
+    }
+
+    @inline(__always)
+    private func rawHash(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> UInt64 {
+        var h = Hash64()
+        h.add(p + start, end &- start)
+        return h.value
+    }
+
+    /// Whether escaped string content is, unescaped, a valid name.
+    @inline(never)
+    private func isValidEscapedName(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+        let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + start, count: end - start))
+        return decoded.withUnsafeBufferPointer { isValidName($0.baseAddress!, 0, $0.count) }
+    }
+
+    /// Validity and known-property bit of a key the cache does not hold (escaped, long or spaced).
+    @inline(never)
+    private func nameFacts(_ p: UnsafePointer<UInt8>, _ key: KeyInfo, _ names: KnownNameTable.View) -> (Bool, UInt64) {
+        if key.escaped { return (isValidEscapedName(p, key.start, key.end), 0) }
+        return (isValidName(p, key.start, key.end), names.classify(p, key.start, key.end))
+    }
+}
+
+/// An object key as `RecordDecoder.readKey` read it: its cache slot, raw content and what is known about it.
+struct KeyInfo {
+    var slot: Int32
+    var start: Int
+    var end: Int
+    var escaped: Bool
+    /// A valid SPEC name (unescaped); its `KnownProperty` bit (0 for escaped names); the top-level field.
+    var valid: Bool
+    var bit: UInt64
+    var field: TopField
+}
+
+/// A growable buffer of trivial values the decoder reuses for every record (no per-append array checks).
+final class ScanBuffer<Element> {
+    private(set) var base: UnsafeMutablePointer<Element>
+    private(set) var capacity: Int
+    var count = 0
+
+    init(capacity: Int) {
+        self.capacity = Swift.max(capacity, 16)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    @inline(__always) func append(_ e: Element) {
+        if count == capacity { grow() }
+        (base + count).initialize(to: e)
+        count &+= 1
+    }
+
+    @inline(never) func grow() {
+        let bigger = UnsafeMutablePointer<Element>.allocate(capacity: capacity * 2)
+        bigger.moveInitialize(from: base, count: count)
+        base.deallocate()
+        base = bigger
+        capacity *= 2
+    }
+
+    var elements: UnsafeBufferPointer<Element> { UnsafeBufferPointer(start: base, count: count) }
+
+    /// An appender that keeps the count in a local (write it back to `count` when done).
+    @inline(__always) func reserve() -> Appender { Appender(base: base, capacity: capacity, count: count) }
+
+    struct Appender {
+        var base: UnsafeMutablePointer<Element>
+        var capacity: Int
+        var count: Int
+
+        @inline(__always) mutating func append(_ e: Element, _ owner: ScanBuffer) {
+            if count == capacity {
+                owner.count = count
+                owner.grow()
+                base = owner.base
+                capacity = owner.capacity
+            }
+            (base + count).initialize(to: e)
+            count &+= 1
+        }
     }
 }
 
@@ -377,19 +595,27 @@ private func kindName(_ k: ValueKind) -> String {
 enum TopField {
     case type, event, time, flushTime, trackID, distinctID, properties, project, lib, other
 
+    /// Which field the key `p[s..<e]` names: compares whole words (little-endian ASCII constants). Reads up
+    /// to 8 bytes from `s`, which the arena's padding allows.
     @inline(__always)
     static func classify(_ p: UnsafePointer<UInt8>, _ s: Int, _ e: Int) -> TopField {
-        @inline(__always) func eq(_ lit: StaticString) -> Bool {
-            lit.withUTF8Buffer { b in memEqual(p + s, b.baseAddress!, b.count) }
-        }
-        switch e - s {
-        case 3: return eq("lib") ? .lib : .other
-        case 4: return eq("time") ? .time : (eq("type") ? .type : .other)
-        case 5: return eq("event") ? .event : .other
-        case 7: return eq("project") ? .project : .other
-        case 9: return eq("_track_id") ? .trackID : .other
-        case 10: return eq("properties") ? .properties : .other
-        case 11: return eq("distinct_id") ? .distinctID : (eq("_flush_time") ? .flushTime : .other)
+        let raw = UnsafeRawPointer(p + s)
+        let w = raw.loadUnaligned(as: UInt64.self)
+        switch e &- s {
+        case 3: return w & 0xFF_FFFF == 0x62_696C ? .lib : .other  // "lib"
+        case 4:
+            let v = w & 0xFFFF_FFFF
+            return v == 0x656D_6974 ? .time : (v == 0x6570_7974 ? .type : .other)  // "time", "type"
+        case 5: return w & 0xFF_FFFF_FFFF == 0x74_6E65_7665 ? .event : .other  // "event"
+        case 7: return w & 0xFF_FFFF_FFFF_FFFF == 0x74_6365_6A6F_7270 ? .project : .other  // "project"
+        case 9: return w == 0x695F_6B63_6172_745F && p[s &+ 8] == 0x64 ? .trackID : .other  // "_track_i" "d"
+        case 10:  // "properti" "es"
+            return w == 0x6974_7265_706F_7270 && raw.loadUnaligned(fromByteOffset: 8, as: UInt16.self) == 0x7365 ? .properties : .other
+        case 11:
+            let last = raw.loadUnaligned(fromByteOffset: 3, as: UInt64.self)
+            if w == 0x7463_6E69_7473_6964 && last == 0x6469_5F74_636E_6974 { return .distinctID }  // "distinct" "tinct_id"
+            if w == 0x745F_6873_756C_665F && last == 0x656D_6974_5F68_7375 { return .flushTime }  // "_flush_t" "ush_time"
+            return .other
         default: return .other
         }
     }

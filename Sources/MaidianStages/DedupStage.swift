@@ -23,16 +23,20 @@ public final class DedupStage: Stage {
     public static let summary = "drops retried copies of events (same distinct_id, _track_id, time, event)"
 
     /// Seen keys of one partition: 64-bit key hash → event time of the first copy.
-    final class Memory {
-        var current = HashTable64()
-        var previous = HashTable64()
+    struct Memory {
+        // Small at first: partitions this worker never sees cost next to nothing; the tables grow as needed.
+        var current = HashTable64(capacity: 8)
+        var previous = HashTable64(capacity: 8)
         var generationStart: Int64 = .min
     }
 
     let window: Int64
-    /// Per source partition, indexed by partition number (small integers).
-    var memories: [Memory?] = []
+    /// Per source partition, indexed by partition number (small integers). A value type, moved into a local
+    /// while a batch runs: no reference counting and no run-time exclusivity checks per event.
+    var memories: [Memory] = []
     let duplicates: StageCounter
+    /// Reused per batch: the events found to be copies.
+    private var drops: [Int] = []
 
     public init(config: Config, context: StageContext) throws {
         self.window = config.window.milliseconds
@@ -43,66 +47,62 @@ public final class DedupStage: Stage {
     public var stateHorizon: Int64 { 2 * window }
 
     /// Number of remembered keys (tests and state-size reports).
-    public var rememberedKeys: Int { memories.reduce(0) { $0 + ($1.map { $0.current.count + $0.previous.count } ?? 0) } }
+    public var rememberedKeys: Int { memories.reduce(0) { $0 + $1.current.count + $1.previous.count } }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        let n = batch.events.count
-        var partition: Int32 = -1
-        var m: Memory! = nil
-        for i in 0..<n {
-            let ev = batch.events[i]
-            guard ev.status == .live, ev.type.isTrack, ev.hasTrackID else { continue }
-            let p = batch.records[Int(ev.record)].partition
-            if p != partition {
-                partition = p
-                m = memory(for: p)
-            }
-            let key = batch.json.withUnsafeBufferPointer { j in DedupStage.keyHash(ev, j.baseAddress!) }
-            let t = ev.time
-            if m.generationStart == .min { m.generationStart = t }
-            if t &- m.generationStart > window {
-                // Rotate: the older generation is now more than a window behind the newest event time.
-                swap(&m.previous, &m.current)
-                m.current.removeAll()
-                m.generationStart = t
-            }
-            // One probe in the current generation finds a copy or remembers this event.
-            if let seen = m.current.getOrInsert(key, t) {
-                if abs(t &- seen) <= window {
-                    batch.drop(i)
-                    duplicates.add()
-                } else {
-                    m.current.set(key, t)
+        var mems = memories
+        memories = []
+        drops.removeAll(keepingCapacity: true)
+        batch.events.withUnsafeBufferPointer { evs in
+            batch.records.withUnsafeBufferPointer { recs in
+                for i in evs.indices {
+                    let ev = evs[i]
+                    guard ev.status == .live, ev.type.isTrack, ev.hasTrackID else { continue }
+                    let p = Int(recs[Int(ev.record)].partition)
+                    if p >= mems.count { mems.append(contentsOf: repeatElement(Memory(), count: p + 1 - mems.count)) }
+                    if isDuplicate(&mems[p], DedupStage.keyHash(ev), ev.time) { drops.append(i) }
                 }
-                continue
             }
-            if let seen = m.previous.get(key), abs(t &- seen) <= window {
-                batch.drop(i)
-                duplicates.add()
-            }
+        }
+        memories = mems
+        for i in drops {
+            batch.drop(i)
+            duplicates.add()
         }
     }
 
-    private func memory(for partition: Int32) -> Memory {
-        let p = Int(partition)
-        if p >= memories.count { memories.append(contentsOf: repeatElement(nil, count: p + 1 - memories.count)) }
-        if let m = memories[p] { return m }
-        let m = Memory()
-        memories[p] = m
-        return m
+    /// Whether an event with `key` at time `t` repeats one seen within the window; remembers it if not.
+    @inline(__always)
+    private func isDuplicate(_ m: inout Memory, _ key: UInt64, _ t: Int64) -> Bool {
+        if m.generationStart == .min { m.generationStart = t }
+        if t &- m.generationStart > window {
+            // Rotate: the older generation is now more than a window behind the newest event time.
+            swap(&m.previous, &m.current)
+            m.current.removeAll()
+            m.generationStart = t
+        }
+        // One probe in the current generation finds a copy or remembers this event.
+        if let seen = m.current.getOrInsert(key, t) {
+            if abs(t &- seen) <= window { return true }
+            m.current.set(key, t)
+            return false
+        }
+        if let seen = m.previous.get(key), abs(t &- seen) <= window { return true }
+        return false
     }
 
     public func partitionsRevoked(_ partitions: [Int32]) {
-        for p in partitions where Int(p) < memories.count { memories[Int(p)] = nil }
+        for p in partitions where Int(p) < memories.count { memories[Int(p)] = Memory() }
     }
 
+    /// The duplicate key, from the raw-byte hashes the decoder computed (no trip back to the JSON arena).
     @inline(__always)
-    static func keyHash(_ ev: Event, _ j: UnsafePointer<UInt8>) -> UInt64 {
+    static func keyHash(_ ev: Event) -> UInt64 {
         var h = Hash64()
-        h.add(j + Int(ev.distinctID.start), ev.distinctID.count)
+        h.add(ev.distinctIDHash)
         h.add(UInt64(bitPattern: ev.trackID))
         h.add(UInt64(bitPattern: ev.clientTime))
-        h.add(j + Int(ev.eventName.start), ev.eventName.count)
+        h.add(ev.eventNameHash)
         return h.value
     }
 }

@@ -55,17 +55,8 @@ public final class ValidateStage: Stage {
         case .missing, .notString, .unknown: return .badType
         default: break
         }
-        if ev.type.isTrack {
-            guard ev.eventNameIsString else { return .badEventName }
-            let valid = batch.json.withUnsafeBufferPointer { j -> Bool in
-                if ev.eventNameEscaped {
-                    let d = unescapeJSONString(UnsafeRawBufferPointer(start: j.baseAddress! + Int(ev.eventName.start), count: ev.eventName.count))
-                    return d.withUnsafeBufferPointer { EventNames.isValid($0.baseAddress!, 0, $0.count) }
-                }
-                return EventNames.isValid(j.baseAddress!, Int(ev.eventName.start), Int(ev.eventName.end))
-            }
-            if !valid { return .badEventName }
-        }
+        // The decoder checked the name while the bytes were in the cache.
+        if ev.type.isTrack && !(ev.eventNameIsString && ev.eventNameValid) { return .badEventName }
         if ev.timeKind != 1 { return .badTime }
         if ev.distinctIDKind != 1 || ev.distinctIDLength == 0 || Int(ev.distinctIDLength) > config.maxDistinctIDBytes { return .badDistinctID }
         if ev.propertiesKind == 2 { return .badProperties }

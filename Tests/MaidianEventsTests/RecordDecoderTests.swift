@@ -158,4 +158,145 @@ final class RecordDecoderTests: XCTestCase {
             XCTAssertEqual(String(decoding: out, as: UTF8.self), Data(bytes).base64EncodedString())
         }
     }
+
+    /// An event's decoded facts as text (positions replaced by the bytes they point at), to compare decodings.
+    func facts(_ b: EventBatch, _ e: Int) -> String {
+        let ev = b.events[e]
+        func str(_ sp: Span) -> String { b.jsonString(sp) ?? "-" }
+        var t = "\(ev.status) \(ev.reason) \(ev.type) \(str(ev.typeName)) \(str(ev.eventName)) \(ev.eventNameEscaped) \(ev.eventNameIsString)"
+        t += " \(str(ev.distinctID)) \(ev.distinctIDEscaped) \(ev.distinctIDKind) \(ev.distinctIDLength)"
+        t += " \(ev.time) \(ev.clientTime) \(ev.timeKind) \(str(ev.timeValue)) \(ev.flushTime) \(ev.hasFlushTime) \(ev.trackID) \(ev.hasTrackID)"
+        t += " \(ev.propertiesKind) \(str(ev.properties)) \(str(ev.project)) \(str(ev.lib)) \(str(ev.bytes))"
+        t += " \(ev.propertyCount) \(ev.known) \(ev.propertyIssues) \(ev.longestString)"
+        for k in Int(ev.firstProperty)..<Int(ev.firstProperty + ev.propertyCount) {
+            let p = b.properties[k]
+            t += " [\(str(p.name))=\(str(p.value)) \(p.kind) \(p.nameValid) \(p.nameEscaped) \(p.valueEscaped) \(p.arrayHasNonString) \(p.decodedLength)]"
+        }
+        return t
+    }
+
+    /// Events decoded together (the key cache predicting from earlier events) must decode exactly like each
+    /// event alone in a fresh decoder.
+    func assertSameAsAlone(_ events: [String], file: StaticString = #filePath, line: UInt = #line) {
+        let together = decode([Array(("[" + events.joined(separator: ",") + "]").utf8)])
+        XCTAssertEqual(together.records[0].status, .live, file: file, line: line)
+        XCTAssertEqual(together.events.count, events.count, file: file, line: line)
+        for (i, text) in events.enumerated() where i < together.events.count {
+            let alone = decode([Array("[\(text)]".utf8)])
+            guard alone.events.count == 1 else { XCTFail("not one event: \(text)", file: file, line: line); continue }
+            XCTAssertEqual(facts(together, i), facts(alone, 0), text, file: file, line: line)
+        }
+    }
+
+    func testKeyPredictionNeverChangesTheResult() {
+        let base = "{\"_track_id\":12,\"type\":\"track\",\"event\":\"e\",\"time\":1700000000000,\"distinct_id\":\"u\",\"lib\":{\"$lib\":\"iOS\"},\"properties\":{\"$os\":\"iOS\",\"$model\":\"iPhone14,5\",\"$screen_width\":390,\"$wifi\":true},\"_flush_time\":1700000001000}"
+        assertSameAsAlone([
+            base, base,
+            // A different key where the cache predicts one, a longer key with the predicted one as prefix,
+            // whitespace around the colon, an escaped spelling of a known key, a key past the cached length.
+            base.replacingOccurrences(of: "\"$model\"", with: "\"$modelx\""),
+            base.replacingOccurrences(of: "\"time\"", with: "\"times\""),
+            base.replacingOccurrences(of: "\"time\":", with: "\"time\" : "),
+            base.replacingOccurrences(of: "\"$os\":", with: "\"$os\"\n:"),
+            base.replacingOccurrences(of: "\"time\"", with: "\"\\u0074ime\""),
+            base.replacingOccurrences(of: "\"$wifi\"", with: "\"$\\u0077ifi\""),
+            base.replacingOccurrences(of: "\"$wifi\"", with: "\"$a_property_name_longer_than_the_cache\""),
+            base.replacingOccurrences(of: "\"$wifi\"", with: "\"1bad\""),
+            base, base.replacingOccurrences(of: "\"distinct_id\"", with: "\"distinct_iD\""), base,
+            // Keys in another order, a missing key, keys that only differ in their last byte.
+            "{\"properties\":{\"$wifi\":false,\"$os\":\"Android\"},\"time\":5,\"type\":\"track\",\"event\":\"x\",\"distinct_id\":\"v\"}",
+            "{\"type\":\"track\",\"event\":\"x\",\"time\":5,\"properties\":{\"ab\":1,\"ac\":2,\"ab\":3}}",
+            "{\"type\":\"track\",\"event\":\"x\",\"time\":5,\"properties\":{\"ac\":1,\"ab\":2,\"ac\":3}}",
+            "{}", "{\"properties\":{}}", base,
+        ])
+    }
+
+    func testKeyPredictionWithGeneratedEvents() {
+        var rng = SeededLCG(seed: 7)
+        let keys = ["_track_id", "type", "event", "time", "distinct_id", "lib", "properties", "_flush_time", "project", "login_id"]
+        let props = ["$os", "$os_version", "$model", "$screen_width", "$wifi", "$element_content", "$app_version",
+                     "$resume_from_background", "a", "b c", "$\\u0069p", "n"]
+        let values = ["1", "-0", "12.5", "1e3", "\"s\"", "\"\\n\"", "true", "false", "null", "[\"a\",1]", "{\"x\":[1]}",
+                      "\"é\"", "12345678901234567890", "1700000000000", "[]", "{}", "-12", "123456789012345",
+                      "1234567890123456", "0", "-1.5e5", "\"a string of twenty-three\"", "\"twenty-four bytes long..\"",
+                      // Long values (remembered per key): equal, changed at the end, changed in the middle.
+                      "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.0\"}", "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.1\"}",
+                      "{\"$lib\":\"iOX\",\"$lib_version\":\"4.5.0\"}", "\"abcdefghijklmnopqrstuvwxyz0123456789\"",
+                      "[\"abcdefghijklmnopqrstuvwxyz\",\"0123\"]", "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.0\"} ",
+                      "\"" + String(repeating: "x", count: 140) + "\""]
+        var events: [String] = []
+        for _ in 0..<600 {
+            var parts: [String] = []
+            for k in keys where rng.next() % 8 != 0 {
+                var v: String
+                if k == "properties" {
+                    let ps = props.filter { _ in rng.next() % 3 != 0 }
+                    let comma = rng.next() % 16 == 0 ? " ,\n" : ","
+                    v = "{" + ps.map { "\"\($0)\":" + values[Int(rng.next() % UInt64(values.count))] }.joined(separator: comma) + "}"
+                } else if k == "type" {
+                    v = rng.next() % 4 == 0 ? "\"profile_set\"" : "\"track\""
+                } else {
+                    v = values[Int(rng.next() % UInt64(values.count))]
+                }
+                let colon = rng.next() % 16 == 0 ? " : " : ":"
+                parts.append("\"\(k)\"" + colon + v)
+            }
+            if rng.next() % 3 == 0 { parts.shuffle(using: &rng) }
+            events.append("{" + parts.joined(separator: rng.next() % 16 == 0 ? "\t, " : ",") + "}")
+        }
+        assertSameAsAlone(events)
+    }
+
+    func testRememberedValuesAreComparedInFull() {
+        // A long `lib` value is taken without a scan when it has the same bytes as last time: a value that
+        // differs anywhere, even without changing its length, must still be scanned (and here rejected).
+        let good = "{\"$lib\":\"iOS\",\"$lib_version\":\"4.5.0\",\"$lib_method\":\"code\"}"
+        let event = { (lib: String) in "{\"type\":\"track\",\"event\":\"e\",\"time\":1,\"distinct_id\":\"u\",\"lib\":\(lib)}" }
+        for bad in [good.dropLast() + "]", "[" + good.dropFirst(), good.replacingOccurrences(of: "\"$lib_version\"", with: "\"$lib_version\u{01}"),
+                    good.replacingOccurrences(of: "iOS", with: "i\\S")] {
+            XCTAssertEqual(bad.utf8.count, good.utf8.count)
+            let b = decode([Array("[\(event(good)),\(event(good)),\(event(bad))]".utf8)])
+            XCTAssertEqual(b.records[0].reason, .badJSON, bad)
+        }
+        let b = decode([Array("[\(event(good)),\(event(good))]".utf8)])
+        XCTAssertEqual(b.records[0].status, .live)
+        XCTAssertEqual(b.jsonString(b.events[1].lib), good)
+    }
+
+    func testNumbersOfEveryLength() {
+        for n in 1...21 {
+            let digits = String((0..<n).map { Character(String(($0 % 9) + 1)) })
+            for sign in ["", "-"] {
+                let text = sign + digits
+                let b = decode([Array("[{\"time\":\(text),\"_track_id\":\(text)}]".utf8)])
+                let expected = Int64(text)
+                XCTAssertEqual(b.events[0].timeKind, expected == nil ? 2 : 1, text)
+                XCTAssertEqual(b.events[0].hasTrackID, expected != nil, text)
+                if let expected {
+                    XCTAssertEqual(b.events[0].time, expected, text)
+                    XCTAssertEqual(b.events[0].trackID, expected, text)
+                }
+            }
+        }
+        for (text, value, isInt) in [("0", 0, true), ("-0", 0, true), ("9223372036854775807", Int64.max, true),
+                                     ("9223372036854775808", 0, false), ("12.5", 0, false), ("7e2", 0, false), ("1000000000", 1_000_000_000, true)] as [(String, Int64, Bool)] {
+            let b = decode([Array("[{\"time\":\(text)}]".utf8)])
+            XCTAssertEqual(b.events[0].timeKind, isInt ? 1 : 2, text)
+            if isInt { XCTAssertEqual(b.events[0].time, value, text) }
+            XCTAssertEqual(b.jsonString(b.events[0].timeValue), text)
+        }
+        for bad in ["[01]", "[-]", "[1.]", "[1e]", "[1e+]", "[-a]", "[{\"time\":1x}]"] {
+            XCTAssertEqual(reason(Array(bad.utf8)), .badJSON, bad)
+        }
+    }
+}
+
+/// A seeded linear congruential generator, so that generated tests are the same on every run.
+struct SeededLCG: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return state ^ (state >> 29)
+    }
 }
