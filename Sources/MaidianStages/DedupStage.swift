@@ -59,12 +59,15 @@ public final class DedupStage: Stage {
             }
             let key = batch.json.withUnsafeBufferPointer { j in DedupStage.keyHash(ev, j.baseAddress!) }
             let t = ev.time
-            if m.generationStart == .min { m.generationStart = t }
-            if t &- m.generationStart > window {
+            // Generations are aligned to multiples of `window` in event time (not to the first event seen), so
+            // a worker that re-reads a partition from a checkpoint (docs/recovery.md) rotates at the same
+            // events as the worker before it and remembers the same keys once two windows are re-read.
+            if m.generationStart == .min { m.generationStart = floorDiv(t, window) * window }
+            if t &- m.generationStart >= window {
                 // Rotate: the older generation is now more than a window behind the newest event time.
                 swap(&m.previous, &m.current)
                 m.current.removeAll()
-                m.generationStart = t
+                m.generationStart = floorDiv(t, window) * window
             }
             // One probe in the current generation finds a copy or remembers this event.
             if let seen = m.current.getOrInsert(key, t) {

@@ -178,8 +178,8 @@ public final class WindowsStage: Stage, Repartitioning {
     }
 
     /// State reaches back a visit timeout (open visits), a window plus the lateness (open windows), and the
-    /// trail age.
-    public var stateHorizon: Int64 { max(lateness + window + visitTimeout, trailMaxAge) }
+    /// trail age; a crash up to `lateness` behind the newest event time still takes a trail of `trail_max_age`.
+    public var stateHorizon: Int64 { max(lateness + window + visitTimeout, lateness + trailMaxAge) }
 
     public var outputTopics: [String] { [config.countsTopic, config.dwellTopic, config.trailsTopic] }
 
