@@ -43,6 +43,18 @@ struct RunCommand: AsyncParsableCommand {
         var options = WorkerOptions()
         options.untilEnd = untilEnd
         options.maxBatch = spec.source.maxBatch
+        options.livenessTimeout = .milliseconds(spec.source.livenessTimeout.milliseconds)
+        // A stuck loop cannot be unwound: exit at once (status 3) and let the orchestrator restart the worker;
+        // nothing is committed past what was delivered, so its records are read again.
+        options.onStall = { _ in
+            fflush(nil)
+            _exit(3)
+        }
+        if let faults = ProcessInfo.processInfo.environment["MAIDIAN_TEST_FAULTS"], !faults.isEmpty {
+            // Test-only fault injection (docs/recovery.md); loud so that it never goes unnoticed.
+            options.testFaults = try TestFaults(parsing: faults)
+            logger.warning("MAIDIAN_TEST_FAULTS=\(faults): injecting test faults into this worker")
+        }
         let worker = Worker(spec: spec, registry: stageRegistry, bootstrap: bootstrap, options: options, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: WorkerService(worker: worker), successTerminationBehavior: .gracefullyShutdownGroup,
@@ -53,8 +65,15 @@ struct RunCommand: AsyncParsableCommand {
             try await group.run()
         } catch {
             logger.critical("worker failed: \(error)")
-            throw ExitCode(2)
+            // 3: liveness (frozen past the session timeout); 2: anything else (delivery, fatal, setup).
+            throw ExitCode(Self.exitStatus(error))
         }
         withExtendedLifetime(broker) {}
+    }
+
+    /// The exit status of a failed worker: 3 for liveness failures, which an orchestrator should simply
+    /// restart, 2 for the rest (see docs/recovery.md).
+    static func exitStatus(_ error: any Error) -> Int32 {
+        (error as? RuntimeError)?.code == .liveness ? 3 : 2
     }
 }

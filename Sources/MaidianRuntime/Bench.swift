@@ -110,7 +110,7 @@ public enum Bench {
     }
 
     @inline(__always)
-    private static func appendRecord(_ batch: inout EventBatch, _ topic: Int32, _ rec: SourceRecord) {
+    static func appendRecord(_ batch: inout EventBatch, _ topic: Int32, _ rec: SourceRecord) {
         func opt(_ a: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Void) {
             if let a { a.withUnsafeBytes { body($0) } } else { body(nil) }
         }

@@ -16,6 +16,9 @@ public struct RuntimeError: Error, CustomStringConvertible {
         case setup
         /// A recording could not be read.
         case recording
+        /// The whole process was frozen (SIGSTOP, a paused machine) for longer than the group waits for a
+        /// heartbeat: its partitions may belong to another worker now, so it stops without writing or committing.
+        case liveness
     }
     public var code: Code
     public var message: String
@@ -40,7 +43,42 @@ public struct WorkerOptions: Sendable {
     public var pollTimeout: Duration = .milliseconds(100)
     /// How long the final flush may take before the worker gives up (and does not commit).
     public var flushTimeout: Duration = .seconds(60)
+    /// The watchdog's limit (`source.liveness_timeout`): a processing loop without a completed iteration for
+    /// this long is stuck. Nil: no watchdog (freezes of the process are still detected).
+    public var livenessTimeout: Duration? = .seconds(120)
+    /// Called once, on the watchdog thread, when the loop is stuck. The CLI exits the process (status 3) so
+    /// that the orchestrator restarts it; nil only logs.
+    public var onStall: (@Sendable (String) -> Void)?
+    /// Faults to inject, for tests only (see `TestFaults`).
+    public var testFaults = TestFaults()
     public init() {}
+}
+
+/// Faults a worker injects into itself, for tests of failure handling only (`maidian run` reads them from
+/// `MAIDIAN_TEST_FAULTS`, e.g. `fatal-after=3000`; docs/recovery.md). Never set in production.
+public struct TestFaults: Sendable, Equatable {
+    /// Once this many records were processed: librdkafka raises a fatal error on the worker's producer
+    /// (`rd_kafka_test_fatal_error`), as a broker fencing the idempotent producer would.
+    public var fatalAfterRecords: Int?
+    /// Once this many records were processed: the processing loop stops making progress (it sleeps without
+    /// polling, until a stop request), as a stuck stage would; librdkafka keeps the member alive.
+    public var stallAfterRecords: Int?
+    public init() {}
+
+    /// Parses `fatal-after=N,stall-after=N` (empty: none).
+    public init(parsing text: String) throws {
+        for item in text.split(separator: ",") where !item.isEmpty {
+            let kv = item.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2, let n = Int(kv[1]), n >= 0 else {
+                throw RuntimeError(.setup, "MAIDIAN_TEST_FAULTS: '\(item)' is not name=count")
+            }
+            switch kv[0] {
+            case "fatal-after": fatalAfterRecords = n
+            case "stall-after": stallAfterRecords = n
+            default: throw RuntimeError(.setup, "MAIDIAN_TEST_FAULTS: unknown fault '\(kv[0])' (fatal-after, stall-after)")
+            }
+        }
+    }
 }
 
 /// A consumer-group worker: polls the raw topic in batches on a dedicated thread, runs the pipeline, produces
@@ -72,6 +110,8 @@ public final class Worker: Sendable {
     /// Runs until stopped or (with `untilEnd`) done. Blocks: call on a dedicated thread.
     public func run() throws {
         let state = try State(spec: spec, registry: registry, bootstrap: bootstrap, options: options, logger: logger)
+        state.liveness.start(timeout: options.livenessTimeout, logger: logger, onStall: options.onStall)
+        defer { state.liveness.stop() }
         try state.run(stop: { self.stopFlag.load(ordering: .relaxed) })
     }
 
@@ -104,6 +144,7 @@ private final class State {
     let consumer: KafkaConsumer
     let producer: KafkaProducer
     let tracker = OffsetTracker()
+    let liveness: Liveness
     var batch = EventBatch()
     var output = OutputBuffer()
     var internalRecords: [InternalRecord] = []
@@ -126,12 +167,21 @@ private final class State {
     var position: [Slot: Int64] = [:]
     /// Records before these offsets are re-read only to rebuild state: their outputs were delivered before.
     var replayUntil: [Slot: Int64] = [:]
+    /// The committed offset a held partition started from: re-read records before it are never committed again.
+    var committedFloor: [Slot: Int64] = [:]
+    /// Per held internal partition, after each batch that read it: the next offset and the merger's replay
+    /// point at that moment (a commit of that offset carries that point, not the merger's later state).
+    var mergerPoints: [Int32: [(next: Int64, point: ReplayPoint)]] = [:]
     /// Next offsets whose outputs are all delivered but that are not known to be committed yet.
     var uncommitted: [Slot: Int64] = [:]
     var lastCommit = ContinuousClock.now
     /// State was written out at the end of a bounded run (and nothing was read since).
     var finishedState = false
     let commitInterval: Duration = .seconds(1)
+    /// How long a stopping worker keeps polling for a rebalance to end so that it can commit.
+    let stopCommitWait: Duration
+    /// Records handed to the pipeline (for `TestFaults`).
+    var processedRecords = 0
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
@@ -158,6 +208,13 @@ private final class State {
         var producerConfig: [String: String] = ["bootstrap.servers": bootstrap]
         for (k, v) in spec.producerKafka { producerConfig[k] = v }
         self.producer = try KafkaProducer(config: producerConfig, logger: logger)
+
+        // A freeze this long may outlast the group's patience: the last heartbeat can be up to one
+        // heartbeat interval older than the freeze's start.
+        let session = Int64(consumerConfig["session.timeout.ms"].flatMap { Int64($0) } ?? spec.source.sessionTimeout.milliseconds)
+        let heartbeat = consumerConfig["heartbeat.interval.ms"].flatMap { Int64($0) } ?? 3000
+        liveness = Liveness(freezeLimit: .milliseconds(max(1000, session - heartbeat)))
+        stopCommitWait = .milliseconds(session + 5000)
     }
 
     func slot(_ tp: TopicPartition) -> Slot? {
@@ -176,7 +233,10 @@ private final class State {
         producer.onDelivery = { [tracker] token, error in
             tracker.delivered(token: token, error: error.map { "\($0)" })
         }
-        consumer.onRebalance = { [unowned self] event in self.rebalance(event) }
+        consumer.onRebalance = { [unowned self] event in
+            self.rebalance(event)
+            self.liveness.beat()  // a handler may block (flush, commit): that is progress, not a stall
+        }
         consumer.startOffsets = { [unowned self] tps in self.startOffsets(tps) }
         consumer.onPartitionEOF = { [unowned self] tp, offset in
             if tp.topic == self.sourceTopic, let end = self.endOffsets[tp.partition], offset >= end { self.reachedEnd.insert(tp.partition) }
@@ -204,7 +264,10 @@ private final class State {
         logger.info("worker started", metadata: ["topic": "\(sourceTopic)", "group": "\(spec.source.group)"])
 
         let topicIndex = batch.topicIndex(sourceTopic)
+        var finished = false
         while !stop() {
+            liveness.beat()
+            let iterationStart = ContinuousClock.now
             batch.reset()
             output.reset()
             internalRecords.removeAll(keepingCapacity: true)
@@ -220,6 +283,7 @@ private final class State {
                         partition: msg.partition, offset: msg.offset, key: Array(msg.key), value: Array(msg.value), index: 0))
                 }
             }
+            try checkFrozen(since: iterationStart)
             // Records of partitions revoked during this poll belong to their new owner now.
             for r in 0..<batch.records.count where !assigned.contains(Slot(topic: 0, partition: batch.records[r].partition)) {
                 batch.records[r].status = .dropped
@@ -238,6 +302,7 @@ private final class State {
             }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
                 finishedState = false
+                injectFaults(stop: stop)
                 if !batch.records.isEmpty { try engine.process(&batch, output: &output) }
                 if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
                 for r in batch.records where r.status != .dropped {
@@ -245,8 +310,10 @@ private final class State {
                     if options.untilEnd, let end = endOffsets[r.partition], r.offset + 1 >= end { reachedEnd.insert(r.partition) }
                 }
                 for r in internalRecords { position[Slot(topic: 1, partition: r.partition)] = r.offset + 1 }
+                rememberMergerPoints()
             }
             if !awaitingAssignment { repartitioning?.tick(held: heldSource, output: &output) }
+            try checkFrozen(since: iterationStart)
             try produceOutputs()
             _ = producer.poll(timeout: .zero)
             try checkFailure()
@@ -274,13 +341,14 @@ private final class State {
                 try drain()
                 // A group rebalancing right now refuses commits: keep polling (which rejoins and commits
                 // in the assignment handler) rather than leave progress uncommitted.
-                if commitDelivered(final: true) { break }
+                if commitDelivered(final: true) {
+                    finished = true
+                    break
+                }
             }
         }
         try drain()
-        if !commitDelivered(final: true) {
-            logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }.map { "\(topicPartition($0.key))@\($0.value)" }): their records will be read again")
-        }
+        if !finished && !commitDelivered(final: true) { try awaitCommitAfterRebalance() }
         try consumer.close()
         logger.notice("worker stopped; what each stage did:")
         for line in engine.summaryLines() { logger.notice("  \(line)") }
@@ -289,8 +357,51 @@ private final class State {
         }
     }
 
+    /// A stop request while the group rebalances: commits are refused until this member has rejoined, so
+    /// keep polling (reading nothing) for up to the session timeout plus 5 s; the assignment handler
+    /// commits. Progress still uncommitted after that is read again by the partitions' next owners.
+    func awaitCommitAfterRebalance() throws {
+        let deadline = ContinuousClock.now + stopCommitWait
+        if !uncommitted.isEmpty { logger.info("stopping: waiting for the rebalance to end to commit \(uncommitted.count) partition(s)") }
+        while !uncommitted.isEmpty && ContinuousClock.now < deadline {
+            liveness.beat()
+            _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { _ in }
+            if !awaitingAssignment && ContinuousClock.now - lastCommit >= commitInterval { commitDelivered(final: false) }
+        }
+        if !uncommitted.isEmpty {
+            logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }.map { "\(topicPartition($0.key))@\($0.value)" }): their records will be read again")
+        }
+    }
+
+    /// Stops when the whole process was frozen longer than the group waits for a heartbeat (SIGSTOP, a paused
+    /// machine): another worker may own these partitions now, so nothing of this batch may be written or
+    /// committed. A loop that was merely slow (the watchdog thread ran meanwhile) goes on.
+    func checkFrozen(since start: ContinuousClock.Instant) throws {
+        if ContinuousClock.now - start > liveness.freezeLimit && liveness.freezes == 0 {
+            // Long enough for a freeze: give the watchdog thread (woken with the process) time to see it.
+            Thread.sleep(forTimeInterval: 0.3)
+        }
+        if liveness.freezes > 0 {
+            throw RuntimeError(.liveness, "the process was frozen for \(String(format: "%.1f", liveness.longestFreezeSeconds)) s, longer than the group waits for a heartbeat (session.timeout.ms minus heartbeat.interval.ms = \(liveness.freezeLimit)): its partitions may belong to another worker now; stopping without writing or committing")
+        }
+    }
+
+    /// `TestFaults`, once enough records were processed.
+    func injectFaults(stop: () -> Bool) {
+        processedRecords += batch.records.count + internalRecords.count
+        if let n = options.testFaults.fatalAfterRecords, processedRecords >= n, producer.fatalError() == nil {
+            logger.warning("test fault: raising a fatal error on the producer after \(processedRecords) records")
+            producer.triggerFatalErrorForTesting("test fault fatal-after=\(n)")
+        }
+        if let n = options.testFaults.stallAfterRecords, processedRecords >= n {
+            logger.warning("test fault: the loop stops making progress after \(processedRecords) records")
+            while !stop() { Thread.sleep(forTimeInterval: 0.1) }
+        }
+    }
+
     /// Produces the batch's outputs, registering each record with the tracker first. Outputs of records
-    /// re-read to rebuild state are not produced again.
+    /// re-read to rebuild state are not produced again. A partition's offset may be committed only past its
+    /// last record in the batch: that record carries what the batch completed (see `OffsetTracker`).
     func produceOutputs() throws {
         let n = batch.records.count + internalRecords.count
         var perRecord = [Int32](repeating: 0, count: n)
@@ -298,13 +409,18 @@ private final class State {
         for (r, rec) in batch.records.enumerated() where rec.replay { replayed[r] = true }
         for (k, rec) in internalRecords.enumerated() where rec.replay { replayed[batch.records.count + k] = true }
         for m in output.messages where m.record >= 0 && !replayed[Int(m.record)] { perRecord[Int(m.record)] += 1 }
+        var last: [Slot: Int] = [:]
+        for (r, rec) in batch.records.enumerated() where rec.status != .dropped { last[Slot(topic: 0, partition: rec.partition)] = r }
+        for (k, rec) in internalRecords.enumerated() { last[Slot(topic: 1, partition: rec.partition)] = batch.records.count + k }
         var tokens = [UInt64](repeating: OffsetTracker.stateToken, count: n)
         for (r, rec) in batch.records.enumerated() where rec.status != .dropped {
-            tokens[r] = tracker.add(partition: Slot(topic: 0, partition: rec.partition), offset: rec.offset, outputs: perRecord[r])
+            let s = Slot(topic: 0, partition: rec.partition)
+            tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
         }
         for (k, rec) in internalRecords.enumerated() {
             let r = batch.records.count + k
-            tokens[r] = tracker.add(partition: Slot(topic: 1, partition: rec.partition), offset: rec.offset, outputs: perRecord[r])
+            let s = Slot(topic: 1, partition: rec.partition)
+            tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
         }
         for m in output.messages where m.record < 0 {
             _ = m
@@ -326,6 +442,17 @@ private final class State {
         }
     }
 
+    /// After a batch: the merger's replay point of each internal partition it read, as of the batch's end.
+    func rememberMergerPoints() {
+        guard let merger = repartitioning?.merger, !internalRecords.isEmpty else { return }
+        var next: [Int32: Int64] = [:]
+        for r in internalRecords { next[r.partition] = r.offset + 1 }
+        for (q, n) in next {
+            let point = ReplayPoint(offset: min(merger.replayFrom(partition: q) ?? n, n), maxEventTime: merger.writtenUpTo(partition: q))
+            mergerPoints[q, default: []].append((n, point))
+        }
+    }
+
     func producerTopic(_ index: Int32) throws -> ProducerTopic {
         if let t = producerTopics[index] { return t }
         let t = try producer.topic(output.topics[Int(index)])
@@ -334,6 +461,9 @@ private final class State {
     }
 
     func checkFailure() throws {
+        if let f = producer.fatalError() ?? consumer.fatalError() {
+            throw RuntimeError(.fatal, "librdkafka raised a fatal error; stopping without committing", underlying: f)
+        }
         if let f = tracker.firstFailure {
             throw RuntimeError(.delivery, "an output could not be delivered; stopping without committing past it: \(f)")
         }
@@ -342,6 +472,8 @@ private final class State {
     func storeOffsets() {
         tracker.advance()
         for (s, next) in tracker.takeAdvanced() where assigned.contains(s) {
+            // Re-read records end at the committed offset: committing them again would only move it back.
+            if let floor = committedFloor[s], next <= floor { continue }
             uncommitted[s] = next
         }
     }
@@ -353,15 +485,24 @@ private final class State {
         } catch {
             throw RuntimeError(.delivery, "outputs still undelivered after \(options.flushTimeout); not committing", underlying: error)
         }
+        liveness.beat()
         try checkFailure()
         storeOffsets()
     }
 
-    /// Where re-reading must start to rebuild the state that a commit of `next` leaves behind.
+    /// Where re-reading must start to rebuild the state that a commit of `next` leaves behind; nil when
+    /// that is not known (then the offset is not committed: a new owner would start without state).
     func replayPoint(_ s: Slot, next: Int64) -> ReplayPoint? {
-        if s.topic == 0 { return engine.replayPoint(partition: s.partition, next: next) }
-        guard let from = repartitioning?.merger.replayFrom(partition: s.partition) else { return nil }
-        return ReplayPoint(offset: min(from, next), maxEventTime: nil)
+        if s.topic == 0 {
+            if engine.stateHorizon == 0 { return ReplayPoint(offset: next, maxEventTime: nil) }
+            return engine.replayPoint(partition: s.partition, next: next)
+        }
+        // The merger's point as of `next` (a commit point: recorded after the batch that ended there).
+        guard var points = mergerPoints[s.partition], let i = points.firstIndex(where: { $0.next == next }) else { return nil }
+        let point = points[i].point
+        points.removeFirst(i)
+        mergerPoints[s.partition] = points
+        return point
     }
 
     /// Commits the delivered offsets not yet committed, each with its replay point as metadata. Returns
@@ -371,9 +512,16 @@ private final class State {
     func commitDelivered(final: Bool) -> Bool {
         lastCommit = ContinuousClock.now
         if uncommitted.isEmpty { return true }
+        // After a fatal error nothing is committed: what was delivered before it is read again.
+        if producer.fatalError() != nil || consumer.fatalError() != nil { return false }
         var offsets: [TopicPartition: CommittedOffset] = [:]
         for (s, next) in uncommitted {
-            offsets[topicPartition(s)] = CommittedOffset(offset: next, metadata: replayPoint(s, next: next)?.metadata ?? "")
+            guard let point = replayPoint(s, next: next) else {
+                logger.warning("\(topicPartition(s)): no replay point for offset \(next); not committing it")
+                uncommitted[s] = nil
+                continue
+            }
+            offsets[topicPartition(s)] = CommittedOffset(offset: next, metadata: engine.stateHorizon == 0 && s.topic == 0 ? "" : point.metadata)
         }
         do {
             try consumer.commitSync(offsets: offsets)
@@ -413,9 +561,21 @@ private final class State {
             dropState([s])
             guard let c else { continue }
             position[s] = c.offset
-            guard let point = ReplayPoint(metadata: c.metadata), point.offset < c.offset else { continue }
+            committedFloor[s] = c.offset
+            guard let point = ReplayPoint(metadata: c.metadata) else {
+                if engine.stateHorizon > 0 || s.topic == 1 {
+                    logger.warning("\(tp): committed offset \(c.offset) has no replay point ('\(c.metadata)'): state starts empty there")
+                }
+                continue
+            }
+            // The clocks and watermarks continue from the checkpoint even when nothing is re-read.
+            if s.topic == 0 {
+                engine.restore(partition: s.partition, from: point)
+            } else {
+                repartitioning?.merger.restore(partition: s.partition, writtenUpTo: point.maxEventTime)
+            }
+            guard point.offset < c.offset else { continue }
             position[s] = point.offset
-            if s.topic == 0 { engine.restore(partition: s.partition, from: point) }
             starts[tp] = point.offset
             replayUntil[s] = c.offset
             logger.info("\(tp): re-reading from offset \(point.offset) to rebuild state up to the committed offset \(c.offset)")
@@ -434,6 +594,8 @@ private final class State {
         for s in slots {
             position[s] = nil
             replayUntil[s] = nil
+            committedFloor[s] = nil
+            if s.topic == 1 { mergerPoints[s.partition] = nil }
         }
     }
 
@@ -445,6 +607,13 @@ private final class State {
             // The group is stable again: commit what a refused commit left over, before the new owners
             // of those partitions (maybe this worker) read their committed offsets.
             commitDelivered(final: false)
+            // What is still refused now and belongs to another member is given up: committed later, it
+            // could only move the new owner's committed offset back.
+            let incoming = Set(tps.compactMap { slot($0) })
+            for s in uncommitted.keys where !assigned.contains(s) && !incoming.contains(s) {
+                logger.info("\(topicPartition(s)): giving up the commit of offset \(uncommitted[s]!): the partition moved on; its new owner re-reads from the last commit")
+                uncommitted[s] = nil
+            }
             for tp in tps {
                 guard let s = slot(tp) else { continue }
                 assigned.insert(s)
