@@ -110,8 +110,6 @@ public final class Worker: Sendable {
     /// Runs until stopped or (with `untilEnd`) done. Blocks: call on a dedicated thread.
     public func run() throws {
         let state = try State(spec: spec, registry: registry, bootstrap: bootstrap, options: options, logger: logger)
-        state.liveness.start(timeout: options.livenessTimeout, logger: logger, onStall: options.onStall)
-        defer { state.liveness.stop() }
         try state.run(stop: { self.stopFlag.load(ordering: .relaxed) })
     }
 
@@ -167,6 +165,8 @@ private final class State {
     var position: [Slot: Int64] = [:]
     /// Records before these offsets are re-read only to rebuild state: their outputs were delivered before.
     var replayUntil: [Slot: Int64] = [:]
+    /// A gap in a partition's offsets that a seek did not fill (see `keepReadingContiguous`).
+    var acceptedGap: [Slot: (Int64, Int64)] = [:]
     /// The committed offset a held partition started from: re-read records before it are never committed again.
     var committedFloor: [Slot: Int64] = [:]
     /// Per held internal partition, after each batch that read it: the next offset and the merger's replay
@@ -196,6 +196,10 @@ private final class State {
             "bootstrap.servers": bootstrap,
             "group.id": spec.source.group,
             "session.timeout.ms": String(spec.source.sessionTimeout.milliseconds),
+            // A fifth of the session (librdkafka's 3 s is a third of a 10 s session): members hear of a
+            // rebalance sooner and rejoin well within the group's join wait (session minus 1 s on the mock),
+            // instead of being left out of the new generation and losing their partitions.
+            "heartbeat.interval.ms": String(max(100, spec.source.sessionTimeout.milliseconds / 5)),
             "queued.min.messages": "20000",
             "queued.max.messages.kbytes": "65536",
             "fetch.max.bytes": "16777216",
@@ -265,6 +269,10 @@ private final class State {
 
         let topicIndex = batch.topicIndex(sourceTopic)
         var finished = false
+        // The watchdog watches the loop (start-up waits on metadata with timeouts of its own).
+        liveness.beat()
+        liveness.start(timeout: options.livenessTimeout, logger: logger, onStall: options.onStall)
+        defer { liveness.stop() }
         while !stop() {
             liveness.beat()
             let iterationStart = ContinuousClock.now
@@ -289,6 +297,7 @@ private final class State {
                 batch.records[r].status = .dropped
             }
             internalRecords.removeAll { !assigned.contains(Slot(topic: 1, partition: $0.partition)) }
+            try keepReadingContiguous()
             for k in internalRecords.indices {
                 internalRecords[k].index = Int32(batch.records.count + k)
                 if let until = replayUntil[Slot(topic: 1, partition: internalRecords[k].partition)], internalRecords[k].offset < until {
@@ -355,6 +364,46 @@ private final class State {
         if let merger = repartitioning?.merger {
             for c in merger.counters { logger.notice("  merge.\(c.name)=\(c.value)") }
         }
+    }
+
+    /// Every held partition must be read without gaps or repeats from `position`: its state and the offsets
+    /// committed for it assume so. librdkafka 2.0.2's batch consume can skip or repeat messages when a
+    /// partition is paused and resumed meanwhile (fixed in 2.1.0), which every cooperative rebalance does to
+    /// the partitions a member keeps; and a batch fetched before a rebalance can hold records of a partition
+    /// that was assigned again since. Records already read are dropped; at a gap the partition's records are
+    /// dropped and it is sought back to `position`. A gap seen again right after such a seek is real (offsets
+    /// taken by transaction markers) and accepted.
+    func keepReadingContiguous() throws {
+        var next: [Slot: Int64] = [:]
+        var broken = Set<Slot>()
+        var seeks: [TopicPartition: Int64] = [:]
+        func keep(_ s: Slot, _ offset: Int64) -> Bool {
+            if broken.contains(s) { return false }
+            guard let expected = next[s] ?? position[s] else {
+                next[s] = offset + 1
+                return true
+            }
+            if offset < expected { return false }  // read before
+            if offset > expected {
+                if let gap = acceptedGap[s], gap == (expected, offset) {
+                    logger.warning("\(topicPartition(s)): offsets \(expected)..<\(offset) do not exist (again after a seek): going on")
+                } else {
+                    logger.warning("\(topicPartition(s)): expected offset \(expected), got \(offset): reading it again from \(expected)")
+                    acceptedGap[s] = (expected, offset)
+                    seeks[topicPartition(s)] = expected
+                    broken.insert(s)
+                    return false
+                }
+            }
+            if let gap = acceptedGap[s], offset >= gap.0 { acceptedGap[s] = nil }
+            next[s] = offset + 1
+            return true
+        }
+        for r in batch.records.indices where batch.records[r].status != .dropped {
+            if !keep(Slot(topic: 0, partition: batch.records[r].partition), batch.records[r].offset) { batch.records[r].status = .dropped }
+        }
+        internalRecords.removeAll { !keep(Slot(topic: 1, partition: $0.partition), $0.offset) }
+        try consumer.seek(seeks)
     }
 
     /// A stop request while the group rebalances: commits are refused until this member has rejoined, so
@@ -595,6 +644,7 @@ private final class State {
             position[s] = nil
             replayUntil[s] = nil
             committedFloor[s] = nil
+            acceptedGap[s] = nil
             if s.topic == 1 { mergerPoints[s.partition] = nil }
         }
     }

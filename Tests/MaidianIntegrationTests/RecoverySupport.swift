@@ -89,6 +89,29 @@ final class SampleCluster {
         return Dictionary(uniqueKeysWithValues: try c.committed(tps, timeout: .seconds(30)).map { ($0.key.partition, $0.value) })
     }
 
+    /// Records on `topic` so far (the sum of its partitions' end offsets).
+    func endOffset(_ topic: String) throws -> Int64 {
+        let c = try KafkaConsumer(config: ["bootstrap.servers": bootstrap, "group.id": "\(group)-reader"], logger: logger)
+        defer { try? c.close() }
+        let n = topics.first { $0.name == topic }!.partitions
+        return try (0..<Int32(n)).map { try c.watermarks(TopicPartition(topic: topic, partition: $0), timeout: .seconds(30)).high }.reduce(0, +)
+    }
+
+    /// The sample's records (lines) in `part`, as a recording file of their own.
+    static func samplePart(_ part: Range<Int>) throws -> String {
+        let lines = try String(contentsOf: sample, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: true)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sample-\(part.lowerBound)-\(part.upperBound)-\(getpid()).ndjson")
+        try (lines[part.clamped(to: 0..<lines.count)].joined(separator: "\n") + "\n").write(to: file, atomically: true, encoding: .utf8)
+        return file.path
+    }
+
+    /// Loads a recording file into the raw topic at once and waits for it; returns how many records.
+    @discardableResult
+    func produce(_ path: String, file: StaticString = #filePath, line: UInt = #line) throws -> Int {
+        let out = try Integration.run(Integration.python, Integration.pythonArgs("kafka_produce_recording.py", [bootstrap, "events.raw", path]), timeout: 180, file: file, line: line)
+        return Int(out.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
     func dump() throws -> [Integration.DumpedRecord] {
         try Integration.dumpTopics(bootstrap: bootstrap, ["events.enriched", "events.dlq", "metrics.counts", "metrics.dwell", "crash.trails"])
     }
