@@ -165,9 +165,13 @@ private final class State {
     var position: [Slot: Int64] = [:]
     /// Records before these offsets are re-read only to rebuild state: their outputs were delivered before.
     var replayUntil: [Slot: Int64] = [:]
+    /// When and where re-reading started, for the log.
+    var replayStart: [Slot: (at: ContinuousClock.Instant, from: Int64)] = [:]
     /// A gap in a partition's offsets that a seek did not fill (see `keepReadingContiguous`).
     var acceptedGap: [Slot: (Int64, Int64)] = [:]
-    /// The committed offset a held partition started from: re-read records before it are never committed again.
+    /// Per held partition, the highest offset committed or stored for commit (at first the committed offset
+    /// it started from): commits only move forward. Re-read records end there, and a replay point is asked
+    /// for increasing offsets only (`PartitionClock` forgets what older offsets would need).
     var committedFloor: [Slot: Int64] = [:]
     /// Per held internal partition, after each batch that read it: the next offset and the merger's replay
     /// point at that moment (a commit of that offset carries that point, not the merger's later state).
@@ -482,12 +486,19 @@ private final class State {
                 let key = m.key.isPresent ? UnsafeRawBufferPointer(rebasing: bytes[Int(m.key.start)..<Int(m.key.end)]) : UnsafeRawBufferPointer(start: nil, count: 0)
                 let value = UnsafeRawBufferPointer(rebasing: bytes[Int(m.value.start)..<Int(m.value.end)])
                 let token = m.record >= 0 ? tokens[Int(m.record)] : OffsetTracker.stateToken
-                try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
+                do {
+                    try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
+                } catch let e as KafkaError {
+                    // librdkafka refuses at once what it knows cannot be delivered (a topic in a permanent error).
+                    if e.code == .fatal { throw RuntimeError(.fatal, "librdkafka raised a fatal error; stopping without committing", underlying: e) }
+                    throw RuntimeError(.delivery, "an output could not be delivered (refused when produced); stopping without committing past it", underlying: e)
+                }
             }
         }
         for (s, until) in replayUntil where (position[s] ?? 0) >= until {
             replayUntil[s] = nil
-            logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)")
+            let took = replayStart.removeValue(forKey: s)
+            logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)\(took.map { " (\(until - $0.from) records re-read in \(ContinuousClock.now - $0.at))" } ?? "")")
         }
     }
 
@@ -521,8 +532,8 @@ private final class State {
     func storeOffsets() {
         tracker.advance()
         for (s, next) in tracker.takeAdvanced() where assigned.contains(s) {
-            // Re-read records end at the committed offset: committing them again would only move it back.
             if let floor = committedFloor[s], next <= floor { continue }
+            committedFloor[s] = next
             uncommitted[s] = next
         }
     }
@@ -627,6 +638,7 @@ private final class State {
             position[s] = point.offset
             starts[tp] = point.offset
             replayUntil[s] = c.offset
+            replayStart[s] = (ContinuousClock.now, point.offset)
             logger.info("\(tp): re-reading from offset \(point.offset) to rebuild state up to the committed offset \(c.offset)")
         }
         // Partitions an eager rebalance took and did not give back.
@@ -643,6 +655,7 @@ private final class State {
         for s in slots {
             position[s] = nil
             replayUntil[s] = nil
+            replayStart[s] = nil
             committedFloor[s] = nil
             acceptedGap[s] = nil
             if s.topic == 1 { mergerPoints[s.partition] = nil }

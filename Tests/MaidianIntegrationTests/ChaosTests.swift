@@ -110,12 +110,12 @@ final class ChaosTests: XCTestCase {
         try c.finish()
         note("final run done")
         try c.check(exact: false)
+        if (testRun?.failureCount ?? 0) > 0 {
+            print("chaos seed \(seed) failed; schedule:\n" + log.joined(separator: "\n"))
+        }
         let takeovers = workers.indices.flatMap { i in (0..<generation[i]).map { g in
             (try? String(contentsOfFile: FileManager.default.temporaryDirectory.appendingPathComponent("maidian-tests-\(getpid())/\(c.group)-w\(i)-\(g).err").path, encoding: .utf8)) ?? ""
         } }.reduce(0) { $0 + $1.components(separatedBy: "to rebuild state up to the committed offset").count - 1 }
         note("partitions taken over from a committed replay point during the chaos: \(takeovers)")
-        if testRun?.hasSucceeded == false {
-            print("chaos seed \(seed) failed; schedule:\n" + log.joined(separator: "\n"))
-        }
     }
 }

@@ -39,7 +39,7 @@ final class RecoveryTests: XCTestCase {
         let c = try SampleCluster(pipelineEdits: [
             ("kafka: {}                  # extra librdkafka consumer properties", "kafka: {partition.assignment.strategy: cooperative-sticky}"),
         ])
-        let producer = try c.startProducer(seconds: 45)
+        let producer = try c.startProducer(seconds: 30)
         let a = try c.startWorker("a"), b = try c.startWorker("b")
         try c.waitForCommitted(atLeast: 1500, timeout: 120)
         let third = try c.startWorker("c")  // joins: some partitions move to it
@@ -161,7 +161,9 @@ final class RecoveryTests: XCTestCase {
     /// alive: the watchdog exits the process (status 3) after `source.liveness_timeout`; the group then moves
     /// its partitions on, and nothing it had not delivered was committed.
     func testStuckWorkerIsStoppedByTheWatchdog() throws {
-        let c = try SampleCluster(pipelineEdits: [("liveness_timeout: 2m", "liveness_timeout: 5s")])
+        let c = try SampleCluster(pipelineEdits: [
+            ("  max_batch: 2000            # records per poll\n", "  max_batch: 2000            # records per poll\n  liveness_timeout: 5s\n"),
+        ])
         XCTAssertEqual(try c.produce(SampleCluster.sample.path), 9568)
         let w = try c.startWorker("stuck", environment: ["MAIDIAN_TEST_FAULTS": "stall-after=3000"])
         let status = w.wait(timeout: 120)
