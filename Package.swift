@@ -108,7 +108,7 @@ let package = Package(
         .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline", "MaidianEvents", "MaidianRecording"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
         .testTarget(name: "MaidianRuntimeTests", dependencies: [
-            "MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka",
+            "MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka", "MaidianRecording",
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),

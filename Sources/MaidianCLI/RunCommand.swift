@@ -36,7 +36,25 @@ struct RunCommand: AsyncParsableCommand {
         var options = WorkerOptions()
         options.untilEnd = untilEnd
         options.maxBatch = spec.source.maxBatch
+        options.livenessTimeout = .milliseconds(spec.source.livenessTimeout.milliseconds)
+        // A stuck loop cannot be unwound: exit at once (status 3) and let the orchestrator restart the worker;
+        // nothing is committed past what was delivered, so its records are read again.
+        options.onStall = { _ in
+            fflush(nil)
+            _exit(3)
+        }
+        if let faults = ProcessInfo.processInfo.environment["MAIDIAN_TEST_FAULTS"], !faults.isEmpty {
+            // Test-only fault injection (docs/recovery.md); loud so that it never goes unnoticed.
+            options.testFaults = try TestFaults(parsing: faults)
+            logger.warning("MAIDIAN_TEST_FAULTS=\(faults): injecting test faults into this worker")
+        }
         try await WorkerLauncher(spec: spec, bootstrap: bootstrap, options: options, metricsPort: metricsPort, logger: logger).run()
         withExtendedLifetime(broker) {}
+    }
+
+    /// The exit status of a failed worker: 3 for liveness failures, which an orchestrator should simply
+    /// restart, 2 for the rest (see docs/recovery.md).
+    static func exitStatus(_ error: any Error) -> Int32 {
+        (error as? RuntimeError)?.code == .liveness ? 3 : 2
     }
 }

@@ -55,7 +55,8 @@ struct WorkerLauncher {
             try await group.run()
         } catch {
             logger.critical("worker failed: \(error)")
-            throw ExitCode(2)
+            // 3: liveness (frozen past the session timeout); 2: anything else (delivery, fatal, setup).
+            throw ExitCode(RunCommand.exitStatus(error))
         }
         return status
     }

@@ -191,6 +191,24 @@ public final class KafkaConsumer {
         return delivered
     }
 
+    /// Moves where assigned partitions are read from (the next message returned has this offset), without
+    /// waiting: messages fetched before are discarded by librdkafka, though one batch may still hold some.
+    ///
+    /// Call it between polls, on the polling thread (librdkafka 2.0's batch consume must not run concurrently
+    /// with seek, pause or resume: KAFKA-NOTES).
+    public func seek(_ offsets: [TopicPartition: Int64]) throws {
+        try checkOpen("seek")
+        if offsets.isEmpty { return }
+        let list = PartitionList(offsets.keys, offsets: offsets)
+        // Timeout 0: asynchronous (2.0.2 also divides a non-zero timeout by 1000, #4230).
+        if let error = rd_kafka_seek_partitions(handle.rk, list.pointer, 0) {
+            throw KafkaError(consuming: error, "seek \(offsets.keys.sorted { ($0.topic, $0.partition) < ($1.topic, $1.partition) })")
+        }
+        for element in list.elements where element.err != RD_KAFKA_RESP_ERR_NO_ERROR && element.err != RD_KAFKA_RESP_ERR__IN_PROGRESS {
+            throw KafkaError(element.err, "seek \(String(cString: element.topic))[\(element.partition)] to \(element.offset)")
+        }
+    }
+
     /// Stores `next` (the offset of the next message to read, i.e. last processed + 1) for the next commit.
     ///
     /// - Returns: false when the partition is not assigned to this consumer any more (nothing stored).

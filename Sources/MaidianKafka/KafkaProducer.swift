@@ -231,8 +231,9 @@ public final class KafkaProducer {
         try handle.partitionCount(topic: topic, timeout: timeout)
     }
 
-    /// Makes librdkafka raise a fatal error, for tests of fatal-error handling.
-    func triggerFatalErrorForTesting(_ reason: String) {
+    /// Makes librdkafka raise a fatal error (`rd_kafka_test_fatal_error`), for tests of fatal-error
+    /// handling only: the worker calls it for `TestFaults.fatalAfterRecords`.
+    public func triggerFatalErrorForTesting(_ reason: String) {
         _ = rd_kafka_test_fatal_error(handle.rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
     }
 

@@ -92,13 +92,16 @@ public struct SourceSpec: Decodable, Sendable {
     public var sessionTimeout: ConfigDuration = ConfigDuration(milliseconds: 10_000)
     /// Most records per poll.
     public var maxBatch: Int = 2000
+    /// A worker whose processing loop completes no iteration for this long is stuck: it exits with status 3
+    /// (the group would not evict it: librdkafka keeps heartbeating). See docs/recovery.md.
+    public var livenessTimeout: ConfigDuration = ConfigDuration(milliseconds: 120_000)
     public var limits: RecordLimits = RecordLimits()
     /// Extra librdkafka consumer properties (they win over Maidian's).
     public var kafka: [String: String] = [:]
 
     enum CodingKeys: String, CodingKey {
         case brokers, topic, group, partitions, limits, kafka
-        case sessionTimeout = "session_timeout", maxBatch = "max_batch"
+        case sessionTimeout = "session_timeout", maxBatch = "max_batch", livenessTimeout = "liveness_timeout"
     }
 
     public init() {}
@@ -111,10 +114,12 @@ public struct SourceSpec: Decodable, Sendable {
         partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
         sessionTimeout = try c.decodeIfPresent(ConfigDuration.self, forKey: .sessionTimeout) ?? sessionTimeout
         maxBatch = try c.decodeIfPresent(Int.self, forKey: .maxBatch) ?? maxBatch
+        livenessTimeout = try c.decodeIfPresent(ConfigDuration.self, forKey: .livenessTimeout) ?? livenessTimeout
         limits = try c.decodeIfPresent(LimitsSpec.self, forKey: .limits)?.limits ?? limits
         kafka = try c.decodeIfPresent([String: String].self, forKey: .kafka) ?? kafka
         if partitions < 1 { throw PipelineError(code: .badValue, message: "partitions must be at least 1") }
         if maxBatch < 1 { throw PipelineError(code: .badValue, message: "max_batch must be at least 1") }
+        if livenessTimeout.milliseconds <= 0 { throw PipelineError(code: .badValue, message: "liveness_timeout must be positive") }
     }
 }
 

@@ -16,6 +16,13 @@ extension Bench {
         var project: [UInt8]?
     }
 
+    /// The records of a recording as separate values (tests that cut and replay them), partitioned like
+    /// `prepare`.
+    public static func sourceRecords(_ records: [RecordingRecord], partitions: Int32 = 8) -> [SourceRecord] {
+        var nextOffset = [Int64](repeating: 0, count: Int(partitions))
+        return records.map { SourceRecord($0, partitions: partitions, nextOffset: &nextOffset) }
+    }
+
     @inline(__always)
     static func appendRecord(_ batch: inout EventBatch, _ topic: Int32, _ rec: SourceRecord) {
         func opt(_ a: [UInt8]?, _ body: (UnsafeRawBufferPointer?) -> Void) {

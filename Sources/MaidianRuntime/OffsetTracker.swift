@@ -3,6 +3,9 @@
 ///
 /// Records get increasing sequence numbers; delivery tokens are those numbers. Offsets advance over the
 /// completed prefix only, so a record whose output failed holds back every later offset of the worker.
+/// Only commit points move a partition's offset: stateful stages attribute what a batch completes (closed
+/// windows, visits, merged counts) to the partition's last record in the batch, so an offset inside a
+/// batch could be committed while outputs caused by the records before it are still undelivered.
 /// Not thread-safe: delivery reports are served on the worker thread (producer poll/flush).
 final class OffsetTracker {
     /// A partition of the source topic (`topic` 0) or of the internal topic (`topic` 1).
@@ -16,6 +19,8 @@ final class OffsetTracker {
         var partition: Slot
         var offset: Int64
         var remaining: Int32
+        /// The partition's offset may move to just after this record.
+        var commitPoint: Bool
     }
 
     /// Token for outputs that belong to no single record (state written at the end of a run).
@@ -33,10 +38,11 @@ final class OffsetTracker {
     /// Records in flight (not yet complete).
     var inFlight: Int { entries.count - head }
 
-    /// Registers a record; returns its token. `outputs` may be 0 (then it completes at once).
-    func add(partition: Slot, offset: Int64, outputs: Int32) -> UInt64 {
+    /// Registers a record; returns its token. `outputs` may be 0 (then it completes at once). `commitPoint`:
+    /// the partition's last record in its batch.
+    func add(partition: Slot, offset: Int64, outputs: Int32, commitPoint: Bool = true) -> UInt64 {
         let seq = headSeq + UInt64(entries.count - head)
-        entries.append(Entry(partition: partition, offset: offset, remaining: outputs))
+        entries.append(Entry(partition: partition, offset: offset, remaining: outputs, commitPoint: commitPoint))
         return seq
     }
 
@@ -64,7 +70,7 @@ final class OffsetTracker {
     func advance() {
         while head < entries.count && entries[head].remaining <= 0 {
             let e = entries[head]
-            advanced[e.partition] = e.offset + 1
+            if e.commitPoint { advanced[e.partition] = e.offset + 1 }
             head += 1
             headSeq += 1
         }

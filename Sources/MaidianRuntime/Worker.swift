@@ -16,6 +16,9 @@ public struct RuntimeError: Error, CustomStringConvertible {
         case setup
         /// A recording could not be read.
         case recording
+        /// The whole process was frozen (SIGSTOP, a paused machine) for longer than the group waits for a
+        /// heartbeat: its partitions may belong to another worker now, so it stops without writing or committing.
+        case liveness
     }
     public var code: Code
     public var message: String
@@ -47,7 +50,42 @@ public struct WorkerOptions: Sendable {
     public var stopOffsets: [Int32: Int64]?
     /// Appended to every output topic's name but the internal one (a replay writes to separate topics).
     public var outputTopicSuffix = ""
+    /// The watchdog's limit (`source.liveness_timeout`): a processing loop without a completed iteration for
+    /// this long is stuck. Nil: no watchdog (freezes of the process are still detected).
+    public var livenessTimeout: Duration? = .seconds(120)
+    /// Called once, on the watchdog thread, when the loop is stuck. The CLI exits the process (status 3) so
+    /// that the orchestrator restarts it; nil only logs.
+    public var onStall: (@Sendable (String) -> Void)?
+    /// Faults to inject, for tests only (see `TestFaults`).
+    public var testFaults = TestFaults()
     public init() {}
+}
+
+/// Faults a worker injects into itself, for tests of failure handling only (`maidian run` reads them from
+/// `MAIDIAN_TEST_FAULTS`, e.g. `fatal-after=3000`; docs/recovery.md). Never set in production.
+public struct TestFaults: Sendable, Equatable {
+    /// Once this many records were processed: librdkafka raises a fatal error on the worker's producer
+    /// (`rd_kafka_test_fatal_error`), as a broker fencing the idempotent producer would.
+    public var fatalAfterRecords: Int?
+    /// Once this many records were processed: the processing loop stops making progress (it sleeps without
+    /// polling, until a stop request), as a stuck stage would; librdkafka keeps the member alive.
+    public var stallAfterRecords: Int?
+    public init() {}
+
+    /// Parses `fatal-after=N,stall-after=N` (empty: none).
+    public init(parsing text: String) throws {
+        for item in text.split(separator: ",") where !item.isEmpty {
+            let kv = item.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2, let n = Int(kv[1]), n >= 0 else {
+                throw RuntimeError(.setup, "MAIDIAN_TEST_FAULTS: '\(item)' is not name=count")
+            }
+            switch kv[0] {
+            case "fatal-after": fatalAfterRecords = n
+            case "stall-after": stallAfterRecords = n
+            default: throw RuntimeError(.setup, "MAIDIAN_TEST_FAULTS: unknown fault '\(kv[0])' (fatal-after, stall-after)")
+            }
+        }
+    }
 }
 
 /// A consumer-group worker: polls the raw topic in batches on a dedicated thread, runs the pipeline, produces
@@ -116,6 +154,7 @@ private final class State {
     let consumer: KafkaConsumer
     let producer: KafkaProducer
     let tracker = OffsetTracker()
+    let liveness: Liveness
     var batch = EventBatch()
     var output = OutputBuffer()
     var internalRecords: [InternalRecord] = []
@@ -138,12 +177,27 @@ private final class State {
     var position: [Slot: Int64] = [:]
     /// Records before these offsets are re-read only to rebuild state: their outputs were delivered before.
     var replayUntil: [Slot: Int64] = [:]
+    /// When and where re-reading started, for the log.
+    var replayStart: [Slot: (at: ContinuousClock.Instant, from: Int64)] = [:]
+    /// A gap in a partition's offsets that a seek did not fill (see `keepReadingContiguous`).
+    var acceptedGap: [Slot: (Int64, Int64)] = [:]
+    /// Per held partition, the highest offset committed or stored for commit (at first the committed offset
+    /// it started from): commits only move forward. Re-read records end there, and a replay point is asked
+    /// for increasing offsets only (`PartitionClock` forgets what older offsets would need).
+    var committedFloor: [Slot: Int64] = [:]
+    /// Per held internal partition, after each batch that read it: the next offset and the merger's replay
+    /// point at that moment (a commit of that offset carries that point, not the merger's later state).
+    var mergerPoints: [Int32: [(next: Int64, point: ReplayPoint)]] = [:]
     /// Next offsets whose outputs are all delivered but that are not known to be committed yet.
     var uncommitted: [Slot: Int64] = [:]
     var lastCommit = ContinuousClock.now
     /// State was written out at the end of a bounded run (and nothing was read since).
     var finishedState = false
     let commitInterval: Duration = .seconds(1)
+    /// How long a stopping worker keeps polling for a rebalance to end so that it can commit.
+    let stopCommitWait: Duration
+    /// Records handed to the pipeline (for `TestFaults`).
+    var processedRecords = 0
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
@@ -158,6 +212,10 @@ private final class State {
             "bootstrap.servers": bootstrap,
             "group.id": spec.source.group,
             "session.timeout.ms": String(spec.source.sessionTimeout.milliseconds),
+            // A fifth of the session (librdkafka's 3 s is a third of a 10 s session): members hear of a
+            // rebalance sooner and rejoin well within the group's join wait (session minus 1 s on the mock),
+            // instead of being left out of the new generation and losing their partitions.
+            "heartbeat.interval.ms": String(max(100, spec.source.sessionTimeout.milliseconds / 5)),
             "queued.min.messages": "20000",
             "queued.max.messages.kbytes": "65536",
             "fetch.max.bytes": "16777216",
@@ -171,6 +229,13 @@ private final class State {
         for (k, v) in spec.producerKafka { producerConfig[k] = v }
         self.producer = try KafkaProducer(config: producerConfig, logger: logger)
         options.status?.attach(counters: engine.live, statistics: consumer.statistics, topic: sourceTopic)
+
+        // A freeze this long may outlast the group's patience: the last heartbeat can be up to one
+        // heartbeat interval older than the freeze's start.
+        let session = Int64(consumerConfig["session.timeout.ms"].flatMap { Int64($0) } ?? spec.source.sessionTimeout.milliseconds)
+        let heartbeat = consumerConfig["heartbeat.interval.ms"].flatMap { Int64($0) } ?? 3000
+        liveness = Liveness(freezeLimit: .milliseconds(max(1000, session - heartbeat)))
+        stopCommitWait = .milliseconds(session + 5000)
     }
 
     func slot(_ tp: TopicPartition) -> Slot? {
@@ -189,7 +254,10 @@ private final class State {
         producer.onDelivery = { [tracker] token, error in
             tracker.delivered(token: token, error: error.map { "\($0)" })
         }
-        consumer.onRebalance = { [unowned self] event in self.rebalance(event) }
+        consumer.onRebalance = { [unowned self] event in
+            self.rebalance(event)
+            self.liveness.beat()  // a handler may block (flush, commit): that is progress, not a stall
+        }
         consumer.startOffsets = { [unowned self] tps in self.startOffsets(tps) }
         consumer.onPartitionEOF = { [unowned self] tp, offset in
             if tp.topic == self.sourceTopic, let end = self.endOffsets[tp.partition], offset >= end { self.reachedEnd.insert(tp.partition) }
@@ -218,8 +286,15 @@ private final class State {
         logger.info("worker started", metadata: ["topic": "\(sourceTopic)", "group": "\(spec.source.group)"])
 
         let topicIndex = batch.topicIndex(sourceTopic)
+        var finished = false
+        // The watchdog watches the loop (start-up waits on metadata with timeouts of its own).
+        liveness.beat()
+        liveness.start(timeout: options.livenessTimeout, logger: logger, onStall: options.onStall)
+        defer { liveness.stop() }
         while !stop() {
             options.status?.turn()
+            liveness.beat()
+            let iterationStart = ContinuousClock.now
             batch.reset()
             output.reset()
             internalRecords.removeAll(keepingCapacity: true)
@@ -236,11 +311,13 @@ private final class State {
                         partition: msg.partition, offset: msg.offset, key: Array(msg.key), value: Array(msg.value), index: 0))
                 }
             }
+            try checkFrozen(since: iterationStart)
             // Records of partitions revoked during this poll belong to their new owner now.
             for r in 0..<batch.records.count where !assigned.contains(Slot(topic: 0, partition: batch.records[r].partition)) {
                 batch.records[r].status = .dropped
             }
             internalRecords.removeAll { !assigned.contains(Slot(topic: 1, partition: $0.partition)) }
+            try keepReadingContiguous()
             for k in internalRecords.indices {
                 internalRecords[k].index = Int32(batch.records.count + k)
                 if let until = replayUntil[Slot(topic: 1, partition: internalRecords[k].partition)], internalRecords[k].offset < until {
@@ -254,6 +331,7 @@ private final class State {
             }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
                 finishedState = false
+                injectFaults(stop: stop)
                 if !batch.records.isEmpty { try engine.process(&batch, output: &output) }
                 if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
                 for r in batch.records where r.status != .dropped {
@@ -261,8 +339,10 @@ private final class State {
                     if options.untilEnd, let end = endOffsets[r.partition], r.offset + 1 >= end { reachedEnd.insert(r.partition) }
                 }
                 for r in internalRecords { position[Slot(topic: 1, partition: r.partition)] = r.offset + 1 }
+                rememberMergerPoints()
             }
             if !awaitingAssignment { repartitioning?.tick(held: heldSource, output: &output) }
+            try checkFrozen(since: iterationStart)
             try produceOutputs()
             _ = producer.poll(timeout: .zero)
             try checkFailure()
@@ -290,14 +370,15 @@ private final class State {
                 try drain()
                 // A group rebalancing right now refuses commits: keep polling (which rejoins and commits
                 // in the assignment handler) rather than leave progress uncommitted.
-                if commitDelivered(final: true) { break }
+                if commitDelivered(final: true) {
+                    finished = true
+                    break
+                }
             }
         }
         options.status?.stopping()
         try drain()
-        if !commitDelivered(final: true) {
-            logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }.map { "\(topicPartition($0.key))@\($0.value)" }): their records will be read again")
-        }
+        if !finished && !commitDelivered(final: true) { try awaitCommitAfterRebalance() }
         try consumer.close()
         logger.notice("worker stopped; what each stage did:")
         for line in engine.summaryLines() { logger.notice("  \(line)") }
@@ -306,8 +387,91 @@ private final class State {
         }
     }
 
+    /// Every held partition must be read without gaps or repeats from `position`: its state and the offsets
+    /// committed for it assume so. librdkafka 2.0.2's batch consume can skip or repeat messages when a
+    /// partition is paused and resumed meanwhile (fixed in 2.1.0), which every cooperative rebalance does to
+    /// the partitions a member keeps; and a batch fetched before a rebalance can hold records of a partition
+    /// that was assigned again since. Records already read are dropped; at a gap the partition's records are
+    /// dropped and it is sought back to `position`. A gap seen again right after such a seek is real (offsets
+    /// taken by transaction markers) and accepted.
+    func keepReadingContiguous() throws {
+        var next: [Slot: Int64] = [:]
+        var broken = Set<Slot>()
+        var seeks: [TopicPartition: Int64] = [:]
+        func keep(_ s: Slot, _ offset: Int64) -> Bool {
+            if broken.contains(s) { return false }
+            guard let expected = next[s] ?? position[s] else {
+                next[s] = offset + 1
+                return true
+            }
+            if offset < expected { return false }  // read before
+            if offset > expected {
+                if let gap = acceptedGap[s], gap == (expected, offset) {
+                    logger.warning("\(topicPartition(s)): offsets \(expected)..<\(offset) do not exist (again after a seek): going on")
+                } else {
+                    logger.warning("\(topicPartition(s)): expected offset \(expected), got \(offset): reading it again from \(expected)")
+                    acceptedGap[s] = (expected, offset)
+                    seeks[topicPartition(s)] = expected
+                    broken.insert(s)
+                    return false
+                }
+            }
+            if let gap = acceptedGap[s], offset >= gap.0 { acceptedGap[s] = nil }
+            next[s] = offset + 1
+            return true
+        }
+        for r in batch.records.indices where batch.records[r].status != .dropped {
+            if !keep(Slot(topic: 0, partition: batch.records[r].partition), batch.records[r].offset) { batch.records[r].status = .dropped }
+        }
+        internalRecords.removeAll { !keep(Slot(topic: 1, partition: $0.partition), $0.offset) }
+        try consumer.seek(seeks)
+    }
+
+    /// A stop request while the group rebalances: commits are refused until this member has rejoined, so
+    /// keep polling (reading nothing) for up to the session timeout plus 5 s; the assignment handler
+    /// commits. Progress still uncommitted after that is read again by the partitions' next owners.
+    func awaitCommitAfterRebalance() throws {
+        let deadline = ContinuousClock.now + stopCommitWait
+        if !uncommitted.isEmpty { logger.info("stopping: waiting for the rebalance to end to commit \(uncommitted.count) partition(s)") }
+        while !uncommitted.isEmpty && ContinuousClock.now < deadline {
+            liveness.beat()
+            _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { _ in }
+            if !awaitingAssignment && ContinuousClock.now - lastCommit >= commitInterval { commitDelivered(final: false) }
+        }
+        if !uncommitted.isEmpty {
+            logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }.map { "\(topicPartition($0.key))@\($0.value)" }): their records will be read again")
+        }
+    }
+
+    /// Stops when the whole process was frozen longer than the group waits for a heartbeat (SIGSTOP, a paused
+    /// machine): another worker may own these partitions now, so nothing of this batch may be written or
+    /// committed. A loop that was merely slow (the watchdog thread ran meanwhile) goes on.
+    func checkFrozen(since start: ContinuousClock.Instant) throws {
+        if ContinuousClock.now - start > liveness.freezeLimit && liveness.freezes == 0 {
+            // Long enough for a freeze: give the watchdog thread (woken with the process) time to see it.
+            Thread.sleep(forTimeInterval: 0.3)
+        }
+        if liveness.freezes > 0 {
+            throw RuntimeError(.liveness, "the process was frozen for \(String(format: "%.1f", liveness.longestFreezeSeconds)) s, longer than the group waits for a heartbeat (session.timeout.ms minus heartbeat.interval.ms = \(liveness.freezeLimit)): its partitions may belong to another worker now; stopping without writing or committing")
+        }
+    }
+
+    /// `TestFaults`, once enough records were processed.
+    func injectFaults(stop: () -> Bool) {
+        processedRecords += batch.records.count + internalRecords.count
+        if let n = options.testFaults.fatalAfterRecords, processedRecords >= n, producer.fatalError() == nil {
+            logger.warning("test fault: raising a fatal error on the producer after \(processedRecords) records")
+            producer.triggerFatalErrorForTesting("test fault fatal-after=\(n)")
+        }
+        if let n = options.testFaults.stallAfterRecords, processedRecords >= n {
+            logger.warning("test fault: the loop stops making progress after \(processedRecords) records")
+            while !stop() { Thread.sleep(forTimeInterval: 0.1) }
+        }
+    }
+
     /// Produces the batch's outputs, registering each record with the tracker first. Outputs of records
-    /// re-read to rebuild state are not produced again.
+    /// re-read to rebuild state are not produced again. A partition's offset may be committed only past its
+    /// last record in the batch: that record carries what the batch completed (see `OffsetTracker`).
     func produceOutputs() throws {
         let n = batch.records.count + internalRecords.count
         var perRecord = [Int32](repeating: 0, count: n)
@@ -315,13 +479,18 @@ private final class State {
         for (r, rec) in batch.records.enumerated() where rec.replay { replayed[r] = true }
         for (k, rec) in internalRecords.enumerated() where rec.replay { replayed[batch.records.count + k] = true }
         for m in output.messages where m.record >= 0 && !replayed[Int(m.record)] { perRecord[Int(m.record)] += 1 }
+        var last: [Slot: Int] = [:]
+        for (r, rec) in batch.records.enumerated() where rec.status != .dropped { last[Slot(topic: 0, partition: rec.partition)] = r }
+        for (k, rec) in internalRecords.enumerated() { last[Slot(topic: 1, partition: rec.partition)] = batch.records.count + k }
         var tokens = [UInt64](repeating: OffsetTracker.stateToken, count: n)
         for (r, rec) in batch.records.enumerated() where rec.status != .dropped {
-            tokens[r] = tracker.add(partition: Slot(topic: 0, partition: rec.partition), offset: rec.offset, outputs: perRecord[r])
+            let s = Slot(topic: 0, partition: rec.partition)
+            tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
         }
         for (k, rec) in internalRecords.enumerated() {
             let r = batch.records.count + k
-            tokens[r] = tracker.add(partition: Slot(topic: 1, partition: rec.partition), offset: rec.offset, outputs: perRecord[r])
+            let s = Slot(topic: 1, partition: rec.partition)
+            tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
         }
         for m in output.messages where m.record < 0 {
             _ = m
@@ -336,16 +505,28 @@ private final class State {
                 let token = m.record >= 0 ? tokens[Int(m.record)] : OffsetTracker.stateToken
                 do {
                     try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
-                } catch let e as KafkaError where e.code != .fatal {
-                    // Refused at once (e.g. the broker answered the topic's metadata with an error): the same
-                    // as a failed delivery report. Nothing past this record is committed.
-                    throw RuntimeError(.delivery, "an output could not be produced; stopping without committing past it", underlying: e)
+                } catch let e as KafkaError {
+                    // librdkafka refuses at once what it knows cannot be delivered (a topic in a permanent error).
+                    if e.code == .fatal { throw RuntimeError(.fatal, "librdkafka raised a fatal error; stopping without committing", underlying: e) }
+                    throw RuntimeError(.delivery, "an output could not be delivered (refused when produced); stopping without committing past it", underlying: e)
                 }
             }
         }
         for (s, until) in replayUntil where (position[s] ?? 0) >= until {
             replayUntil[s] = nil
-            logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)")
+            let took = replayStart.removeValue(forKey: s)
+            logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)\(took.map { " (\(until - $0.from) records re-read in \(ContinuousClock.now - $0.at))" } ?? "")")
+        }
+    }
+
+    /// After a batch: the merger's replay point of each internal partition it read, as of the batch's end.
+    func rememberMergerPoints() {
+        guard let merger = repartitioning?.merger, !internalRecords.isEmpty else { return }
+        var next: [Int32: Int64] = [:]
+        for r in internalRecords { next[r.partition] = r.offset + 1 }
+        for (q, n) in next {
+            let point = ReplayPoint(offset: min(merger.replayFrom(partition: q) ?? n, n), maxEventTime: merger.writtenUpTo(partition: q))
+            mergerPoints[q, default: []].append((n, point))
         }
     }
 
@@ -358,6 +539,9 @@ private final class State {
     }
 
     func checkFailure() throws {
+        if let f = producer.fatalError() ?? consumer.fatalError() {
+            throw RuntimeError(.fatal, "librdkafka raised a fatal error; stopping without committing", underlying: f)
+        }
         if let f = tracker.firstFailure {
             throw RuntimeError(.delivery, "an output could not be delivered; stopping without committing past it: \(f)")
         }
@@ -366,6 +550,8 @@ private final class State {
     func storeOffsets() {
         tracker.advance()
         for (s, next) in tracker.takeAdvanced() where assigned.contains(s) {
+            if let floor = committedFloor[s], next <= floor { continue }
+            committedFloor[s] = next
             uncommitted[s] = next
         }
     }
@@ -377,15 +563,24 @@ private final class State {
         } catch {
             throw RuntimeError(.delivery, "outputs still undelivered after \(options.flushTimeout); not committing", underlying: error)
         }
+        liveness.beat()
         try checkFailure()
         storeOffsets()
     }
 
-    /// Where re-reading must start to rebuild the state that a commit of `next` leaves behind.
+    /// Where re-reading must start to rebuild the state that a commit of `next` leaves behind; nil when
+    /// that is not known (then the offset is not committed: a new owner would start without state).
     func replayPoint(_ s: Slot, next: Int64) -> ReplayPoint? {
-        if s.topic == 0 { return engine.replayPoint(partition: s.partition, next: next) }
-        guard let from = repartitioning?.merger.replayFrom(partition: s.partition) else { return nil }
-        return ReplayPoint(offset: min(from, next), maxEventTime: nil)
+        if s.topic == 0 {
+            if engine.stateHorizon == 0 { return ReplayPoint(offset: next, maxEventTime: nil) }
+            return engine.replayPoint(partition: s.partition, next: next)
+        }
+        // The merger's point as of `next` (a commit point: recorded after the batch that ended there).
+        guard var points = mergerPoints[s.partition], let i = points.firstIndex(where: { $0.next == next }) else { return nil }
+        let point = points[i].point
+        points.removeFirst(i)
+        mergerPoints[s.partition] = points
+        return point
     }
 
     /// Commits the delivered offsets not yet committed, each with its replay point as metadata. Returns
@@ -395,9 +590,16 @@ private final class State {
     func commitDelivered(final: Bool) -> Bool {
         lastCommit = ContinuousClock.now
         if uncommitted.isEmpty { return true }
+        // After a fatal error nothing is committed: what was delivered before it is read again.
+        if producer.fatalError() != nil || consumer.fatalError() != nil { return false }
         var offsets: [TopicPartition: CommittedOffset] = [:]
         for (s, next) in uncommitted {
-            offsets[topicPartition(s)] = CommittedOffset(offset: next, metadata: replayPoint(s, next: next)?.metadata ?? "")
+            guard let point = replayPoint(s, next: next) else {
+                logger.warning("\(topicPartition(s)): no replay point for offset \(next); not committing it")
+                uncommitted[s] = nil
+                continue
+            }
+            offsets[topicPartition(s)] = CommittedOffset(offset: next, metadata: engine.stateHorizon == 0 && s.topic == 0 ? "" : point.metadata)
         }
         do {
             try consumer.commitSync(offsets: offsets)
@@ -438,11 +640,24 @@ private final class State {
             dropState([s])
             guard let c else { continue }
             position[s] = c.offset
-            guard let point = ReplayPoint(metadata: c.metadata), point.offset < c.offset else { continue }
+            committedFloor[s] = c.offset
+            guard let point = ReplayPoint(metadata: c.metadata) else {
+                if engine.stateHorizon > 0 || s.topic == 1 {
+                    logger.warning("\(tp): committed offset \(c.offset) has no replay point ('\(c.metadata)'): state starts empty there")
+                }
+                continue
+            }
+            // The clocks and watermarks continue from the checkpoint even when nothing is re-read.
+            if s.topic == 0 {
+                engine.restore(partition: s.partition, from: point)
+            } else {
+                repartitioning?.merger.restore(partition: s.partition, writtenUpTo: point.maxEventTime)
+            }
+            guard point.offset < c.offset else { continue }
             position[s] = point.offset
-            if s.topic == 0 { engine.restore(partition: s.partition, from: point) }
             starts[tp] = point.offset
             replayUntil[s] = c.offset
+            replayStart[s] = (ContinuousClock.now, point.offset)
             logger.info("\(tp): re-reading from offset \(point.offset) to rebuild state up to the committed offset \(c.offset)")
         }
         // Partitions an eager rebalance took and did not give back.
@@ -459,6 +674,10 @@ private final class State {
         for s in slots {
             position[s] = nil
             replayUntil[s] = nil
+            replayStart[s] = nil
+            committedFloor[s] = nil
+            acceptedGap[s] = nil
+            if s.topic == 1 { mergerPoints[s.partition] = nil }
         }
     }
 
@@ -470,6 +689,13 @@ private final class State {
             // The group is stable again: commit what a refused commit left over, before the new owners
             // of those partitions (maybe this worker) read their committed offsets.
             commitDelivered(final: false)
+            // What is still refused now and belongs to another member is given up: committed later, it
+            // could only move the new owner's committed offset back.
+            let incoming = Set(tps.compactMap { slot($0) })
+            for s in uncommitted.keys where !assigned.contains(s) && !incoming.contains(s) {
+                logger.info("\(topicPartition(s)): giving up the commit of offset \(uncommitted[s]!): the partition moved on; its new owner re-reads from the last commit")
+                uncommitted[s] = nil
+            }
             for tp in tps {
                 guard let s = slot(tp) else { continue }
                 assigned.insert(s)

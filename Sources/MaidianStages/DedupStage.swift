@@ -74,12 +74,15 @@ public final class DedupStage: Stage {
     /// Whether an event with `key` at time `t` repeats one seen within the window; remembers it if not.
     @inline(__always)
     private func isDuplicate(_ m: inout Memory, _ key: UInt64, _ t: Int64) -> Bool {
-        if m.generationStart == .min { m.generationStart = t }
-        if t &- m.generationStart > window {
+        // Generations are aligned to multiples of `window` in event time (not to the first event seen), so a
+        // worker that re-reads a partition from a checkpoint (docs/recovery.md) rotates at the same events as
+        // the worker before it and remembers the same keys once two windows are re-read.
+        if m.generationStart == .min { m.generationStart = floorDiv(t, window) * window }
+        if t &- m.generationStart >= window {
             // Rotate: the older generation is now more than a window behind the newest event time.
             swap(&m.previous, &m.current)
             m.current.removeAll()
-            m.generationStart = t
+            m.generationStart = floorDiv(t, window) * window
         }
         // One probe in the current generation finds a copy or remembers this event.
         if let seen = m.current.getOrInsert(key, t) {

@@ -164,6 +164,27 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(try env.committed(partitions: 2), ends)
     }
 
+    // MARK: - e. liveness
+
+    /// A loop that stops making progress (the `stall-after` test fault) while librdkafka keeps the member
+    /// alive: the watchdog calls `onStall` (the CLI exits with status 3 there); a stop request still unwinds it.
+    func testWatchdogReportsAStuckLoop() throws {
+        let env = try Env(rawPartitions: 1)
+        try env.produce((0..<50).map { i in Raw(key: "k\(i)", value: Array("[\(Self.track(id: Int64(i)))]".utf8), partition: 0) })
+        let stalled = DispatchSemaphore(value: 0)
+        let worker = try env.worker(untilEnd: false) { options in
+            options.livenessTimeout = .seconds(2)
+            options.testFaults.stallAfterRecords = 10
+            options.onStall = { _ in stalled.signal() }
+        }
+        let run = WorkerThread(worker)
+        XCTAssertEqual(stalled.wait(timeout: .now() + 90), .success, "the watchdog reports the stuck loop")
+        XCTAssertFalse(run.isDone)
+        worker.requestStop()
+        XCTAssertTrue(run.wait(seconds: 60), "run() did not return after requestStop()")
+        XCTAssertNil(run.error)
+    }
+
     // MARK: - Helpers
 
     static func track(id: Int64, distinctID: String = "u1", event: String = "$AppClick") -> String {
@@ -235,11 +256,12 @@ final class WorkerTests: XCTestCase {
             XCTAssertEqual(failures, 0, "test records not delivered")
         }
 
-        func worker(untilEnd: Bool) throws -> Worker {
+        func worker(untilEnd: Bool, configure: (inout WorkerOptions) -> Void = { _ in }) throws -> Worker {
             var options = WorkerOptions()
             options.untilEnd = untilEnd
             options.maxBatch = spec.source.maxBatch
             options.flushTimeout = .seconds(15)
+            configure(&options)
             XCTAssertEqual(spec.source.brokers, broker.bootstrapServers)
             return Worker(spec: spec, registry: BuiltinStages.registry, bootstrap: spec.source.brokers, options: options, logger: logger)
         }

@@ -69,6 +69,26 @@ final class DedupStageTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(dedup.rememberedKeys, 600)
     }
 
+    /// A worker that takes a partition over re-reads it from a replay point (docs/recovery.md): once it has
+    /// re-read two windows of event time it must decide like the worker before it, although that one started
+    /// earlier. Here a copy of an event comes when the newest event time is 16 minutes past it.
+    func testLaterStartSameDecisionsAfterTwoWindows() throws {
+        let t0: Int64 = 1_763_700_000_000 - 1_763_700_000_000 % 600_000  // a multiple of the 10 min window
+        let minute: Int64 = 60_000
+        let k1 = trackEvent(time: t0 + 12 * minute, trackID: 1)
+        let common = [k1, trackEvent(time: t0 + 16 * minute, trackID: 2), trackEvent(time: t0 + 27 * minute, trackID: 3), k1]
+        var dropped: [Bool] = []
+        for startEarlier in [true, false] {
+            let h = try StageHarness.standard()
+            if startEarlier { _ = try h.run([TestRecord(json: "[\(trackEvent(time: t0 + 5 * minute, trackID: 9))]")]) }
+            var last: StageHarness.Result?
+            for e in common { last = try h.run([TestRecord(json: "[\(e)]")]) }
+            dropped.append(last!.events[0].status == .dropped)
+        }
+        XCTAssertEqual(dropped[0], dropped[1], "the copy's fate depends on where reading started")
+        XCTAssertTrue(dropped[0], "a copy with the same event time is a duplicate while remembered")
+    }
+
     func testRevokedPartitionForgotten() throws {
         let h = try StageHarness.standard()
         let ev = trackEvent(trackID: 9)

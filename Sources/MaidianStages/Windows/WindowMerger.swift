@@ -70,6 +70,7 @@ final class WindowMerger: PartialMerger {
             switch message {
             case .partial(let p):
                 if p.windowEnd <= st.writtenUpTo {
+                    if r.replay { break }  // re-read: this window was written before the checkpoint
                     latePartials.add()
                     logger.warning("partial for a window already written (source partition \(p.sourcePartition) was idle?): \(String(decoding: r.key, as: UTF8.self))")
                 } else {
@@ -88,22 +89,22 @@ final class WindowMerger: PartialMerger {
     }
 
     /// The lowest progress over the source partitions that hold windows back; nil while one has not reported.
-    /// With every source idle none holds windows back, yet none has written a partial past its own progress:
-    /// the highest idle progress (not `Int64.max`, which would make every later partial late).
+    /// When every source partition is idle, the lowest of them all: an idle partition's open windows are not
+    /// written yet (they come with its next progress), so nothing beyond every partition's progress is final.
     private func watermark(_ st: State) -> Int64? {
         var low = Int64.max
-        var highIdle = Int64.min
+        var lowIdle = Int64.max
         var active = 0
         for s in 0..<sourcePartitions {
             guard let p = st.progress[s] else { return nil }
             if p.idle {
-                highIdle = max(highIdle, p.watermark)
+                lowIdle = min(lowIdle, p.watermark)
                 continue
             }
             active += 1
             low = min(low, p.watermark)
         }
-        return active == 0 ? highIdle : low
+        return active == 0 ? lowIdle : low
     }
 
     private func writeReady(partition: Int32, record: Int32, output: inout OutputBuffer) {
@@ -161,6 +162,17 @@ final class WindowMerger: PartialMerger {
         for p in st.pending.values { low = min(low, p.firstOffset) }
         for p in st.progress.values { low = min(low, p.offset) }
         return low == .max ? nil : low
+    }
+
+    func writtenUpTo(partition: Int32) -> Int64? {
+        guard let w = states[partition]?.writtenUpTo, w != .min else { return nil }
+        return w
+    }
+
+    func restore(partition: Int32, writtenUpTo: Int64?) {
+        var st = State()
+        if let writtenUpTo { st.writtenUpTo = writtenUpTo }
+        states[partition] = st
     }
 
     func isComplete(partition: Int32) -> Bool {

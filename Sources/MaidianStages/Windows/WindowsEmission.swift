@@ -26,7 +26,10 @@ extension WindowsStage {
         let bucket = floorDiv(watermark, window)
         if bucket > st.lastSweep {
             st.lastSweep = bucket
-            sweep(st, watermark: watermark, record: record, output: &output)
+            // At the start of the watermark's window, not at the watermark itself: where the watermark stands
+            // when a batch ends depends on batch boundaries, which differ when a partition is re-read after a
+            // failover; the window start does not, so the same visits time out at the same record.
+            sweep(st, watermark: bucket * window, record: record, output: &output)
         }
         for end in st.windows.keys.sorted() where end <= watermark {
             closeWindow(st, end: end, record: record, output: &output)

@@ -1,0 +1,121 @@
+import Foundation
+import MaidianKafka
+import XCTest
+
+/// SPEC section 5 "Failover" under a random schedule of failures: three workers of one group over the sample
+/// traffic (arriving while they run) on a three-broker mock cluster; every 1-4 s a worker is killed with
+/// SIGKILL and started again, or a broker goes down for a few seconds after its partitions' leadership (and
+/// the group coordinator) moved to the others. Each kill costs the group a rebalance of about the session
+/// timeout (6 s on the mock), so after this storm the failures come every 6-12 s: the group then commits
+/// between them and new owners take over from committed replay points. Then every worker is stopped with
+/// SIGTERM and one `--until-end` worker finishes. The outputs must be those of one uninterrupted run.
+///
+/// The schedule comes from a seed, printed at the start: `MAIDIAN_CHAOS_SEED=<seed>` replays it.
+final class ChaosTests: XCTestCase {
+    func testKillsAndBrokerFailuresKeepTheOutputsRight() throws {
+        guard FileManager.default.fileExists(atPath: SampleCluster.sample.path) else {
+            XCTFail("missing \(SampleCluster.sample.path): the chaos test needs ../shared/traffic")
+            return
+        }
+        let seed = ProcessInfo.processInfo.environment["MAIDIAN_CHAOS_SEED"].flatMap { UInt64($0) }
+            ?? UInt64(Date().timeIntervalSince1970 * 1000) % 1_000_000
+        print("chaos seed \(seed) (replay with MAIDIAN_CHAOS_SEED=\(seed))")
+        var rng = ChaosRandom(seed: seed)
+
+        let brokers: [Int32] = [1, 2, 3]
+        let c = try SampleCluster(brokers: brokers.count)
+        // Known leaders to start with: partition p of every topic on broker p % 3 + 1; the coordinator on 1.
+        var leaders: [String: [Int32]] = [:]
+        for t in c.topics {
+            leaders[t.name] = (0..<t.partitions).map { brokers[$0 % brokers.count] }
+            for p in 0..<t.partitions { try c.broker.setPartitionLeader(topic: t.name, partition: Int32(p), brokerId: leaders[t.name]![p]) }
+        }
+        var coordinator: Int32 = 1
+        try c.broker.setCoordinator(.group, key: c.group, brokerId: coordinator)
+
+        let productionSeconds = 80.0
+        let stormSeconds = 35.0
+        let producer = try c.startProducer(seconds: productionSeconds)
+        var workers = try (0..<3).map { try c.startWorker("w\($0)-0") }
+        var generation = [1, 1, 1]
+        var log: [String] = []
+        let start = Date()
+        func note(_ s: String) {
+            let line = String(format: "%6.1f s  ", Date().timeIntervalSince(start)) + s
+            log.append(line)
+            print("chaos: \(line)")
+        }
+
+        var down: (broker: Int32, until: Date)?
+        var kills = 0, bounces = 0
+        // Failures while the traffic arrives, and a few seconds past its end.
+        while producer.isRunning || Date().timeIntervalSince(start) < productionSeconds + 5 {
+            if Date().timeIntervalSince(start) > productionSeconds + 90 { break }  // the producer hangs: checked below
+            let storm = Date().timeIntervalSince(start) < stormSeconds
+            Thread.sleep(forTimeInterval: storm ? Double.random(in: 1...4, using: &rng) : Double.random(in: 6...12, using: &rng))
+            if let d = down, Date() >= d.until {
+                try c.broker.setBrokerUp(d.broker)
+                note("broker \(d.broker) up")
+                down = nil
+            }
+            if down == nil && Int.random(in: 0..<(storm ? 4 : 3), using: &rng) == 0 {
+                // A broker goes down: first its leaderships and the coordinator move to the others.
+                let b = brokers.randomElement(using: &rng)!
+                let others = brokers.filter { $0 != b }
+                var moved = 0
+                for t in c.topics {
+                    for p in 0..<t.partitions where leaders[t.name]![p] == b {
+                        let to = others.randomElement(using: &rng)!
+                        try c.broker.setPartitionLeader(topic: t.name, partition: Int32(p), brokerId: to)
+                        leaders[t.name]![p] = to
+                        moved += 1
+                    }
+                }
+                if coordinator == b {
+                    coordinator = others.randomElement(using: &rng)!
+                    try c.broker.setCoordinator(.group, key: c.group, brokerId: coordinator)
+                }
+                try c.broker.setBrokerDown(b)
+                let seconds = Double.random(in: 2...5, using: &rng)
+                down = (b, Date().addingTimeInterval(seconds))
+                bounces += 1
+                note("broker \(b) down for \(String(format: "%.1f", seconds)) s (\(moved) leaderships moved, coordinator \(coordinator))")
+            } else {
+                let i = Int.random(in: 0..<workers.count, using: &rng)
+                workers[i].signal(SIGKILL)
+                _ = workers[i].wait(timeout: 30)
+                workers[i] = try c.startWorker("w\(i)-\(generation[i])")
+                generation[i] += 1
+                kills += 1
+                note("worker \(i) killed and restarted (committed so far: \(try c.committedTotal()) of 9568)")
+            }
+        }
+        if let d = down {
+            try c.broker.setBrokerUp(d.broker)
+            note("broker \(d.broker) up")
+        }
+        XCTAssertEqual(producer.wait(timeout: 120), 0, "producer: \(producer.stderr)")
+        XCTAssertEqual(producer.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "9568")
+        let beforeStop = try c.committedTotal()
+        note("\(kills) kills, \(bounces) broker outages; committed \(beforeStop) of 9568 before the stop")
+
+        // Graceful stop of every worker, then one bounded run finishes from the committed offsets.
+        for (i, w) in workers.enumerated() {
+            // A worker restarted a moment ago may not handle signals yet (SIGTERM would just kill it).
+            w.waitForLog("worker started")
+            let (status, seconds) = w.terminate()
+            XCTAssertEqual(status, 0, "worker \(i) on SIGTERM; stderr:\n\(w.stderr.suffix(4000))")
+            note("worker \(i) stopped in \(String(format: "%.1f", seconds)) s")
+        }
+        try c.finish()
+        note("final run done")
+        try c.check(exact: false)
+        if (testRun?.failureCount ?? 0) > 0 {
+            print("chaos seed \(seed) failed; schedule:\n" + log.joined(separator: "\n"))
+        }
+        let takeovers = workers.indices.flatMap { i in (0..<generation[i]).map { g in
+            (try? String(contentsOfFile: FileManager.default.temporaryDirectory.appendingPathComponent("maidian-tests-\(getpid())/\(c.group)-w\(i)-\(g).err").path, encoding: .utf8)) ?? ""
+        } }.reduce(0) { $0 + $1.components(separatedBy: "to rebuild state up to the committed offset").count - 1 }
+        note("partitions taken over from a committed replay point during the chaos: \(takeovers)")
+    }
+}

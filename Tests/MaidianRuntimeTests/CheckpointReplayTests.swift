@@ -1,0 +1,161 @@
+import Foundation
+import Logging
+import MaidianEvents
+import MaidianPipeline
+import MaidianRecording
+import MaidianStages
+import XCTest
+
+@testable import MaidianRuntime
+
+/// The failover argument of docs/recovery.md without Kafka: an engine A runs the whole sample; at a batch end
+/// ("the commit") an engine B takes over every partition from A's replay points, re-reads up to the commit
+/// with outputs suppressed, then goes on, in batches of another size (large where A's are small: where a
+/// watermark stands at a batch end must not decide what is written). What A wrote up to the commit plus what
+/// B writes must be exactly what A wrote in all (B may repeat A's records, identically; never add others).
+///
+/// The pipeline is `app-analytics.yaml` with short state horizons (visit timeout 3 min, trail age 5 min,
+/// duplicates within 2 min) so that replay points fall inside the sample's hour rather than at its start.
+final class CheckpointReplayTests: XCTestCase {
+    struct Out: Hashable {
+        var topic: String
+        var key: [UInt8]
+        var value: [UInt8]
+    }
+
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let shared = root.deletingLastPathComponent().appendingPathComponent("shared")
+
+    func testTakeoverFromReplayPointsWritesWhatAnUninterruptedRunWrites() throws {
+        let sample = Self.shared.appendingPathComponent("traffic/sample.ndjson").path
+        guard FileManager.default.fileExists(atPath: sample) else {
+            XCTFail("missing \(sample): this test needs ../shared/traffic")
+            return
+        }
+        let records = Bench.sourceRecords(try Recording.read(path: sample), partitions: 8)
+        // A in small batches (its watermarks stop often), B in large ones.
+        try assertTakeovers(records, batchA: 40, batchB: 1500, minimumOutputs: 20_000) { n in
+            Array(stride(from: n / 6, to: n, by: n / 6))
+        }
+    }
+
+    /// A crash `lateness` behind the newest event time takes a trail reaching `trail_max_age` before it:
+    /// the replay point must lie that much further back (the state horizon includes the lateness).
+    func testLateCrashTrailReachesBeforeTheTrailAge() throws {
+        let t: Int64 = 1_763_700_000_000
+        func record(_ offset: Int64, _ user: String, _ event: String, _ time: Int64) -> Bench.SourceRecord {
+            let json = #"[{"type":"track","event":"\#(event)","time":\#(time),"distinct_id":"\#(user)","_track_id":\#(offset),"properties":{"$screen_name":"HomeViewController","$app_version":"3.2.1"}}]"#
+            return Bench.SourceRecord(partition: 0, offset: offset, timestamp: time, key: Array(user.utf8), value: Array(json.utf8),
+                                      ip: nil, receivedAt: nil, ua: nil, project: nil)
+        }
+        let records = [
+            record(0, "u1", "$AppViewScreen", t),
+            record(1, "u2", "$AppClick", t + 120_000),
+            record(2, "u2", "$AppClick", t + 320_000),  // the watermark passes t + 290 s
+            record(3, "u1", "$AppCrashed", t + 295_000),  // not late; its trail reaches back to t - 5 s
+        ]
+        try assertTakeovers(records, batchA: 1, batchB: 1, minimumOutputs: 1) { _ in [2] }
+    }
+
+    /// Runs A over `records` in batches of `batchA`, then for each cut (a batch index of A) a B that takes
+    /// over every partition at A's checkpoint after that batch, in batches of `batchB`; see the class comment.
+    func assertTakeovers(_ records: [Bench.SourceRecord], batchA: Int, batchB: Int, minimumOutputs: Int,
+                         cuts: (Int) -> [Int], file: StaticString = #filePath, line: UInt = #line) throws {
+        let spec = try Self.spec()
+        let a = try Self.engine(spec)
+        var outputsA: [(Out, batch: Int)] = []
+        var checkpoints: [[Int32: (next: Int64, point: ReplayPoint)]] = []
+        var held: [Int32: (next: Int64, point: ReplayPoint)] = [:]
+        var k = 0
+        try Self.run(a, records, batchSize: batchA) { batch, output in
+            for o in Self.outputs(batch, output) { outputsA.append((o, k)) }
+            var last: [Int32: Int64] = [:]
+            for r in batch.records { last[r.partition] = r.offset }
+            for (p, offset) in last { held[p] = (offset + 1, a.replayPoint(partition: p, next: offset + 1)!) }
+            checkpoints.append(held)
+            k += 1
+        }
+        let all = Set(outputsA.map(\.0))
+        XCTAssertGreaterThanOrEqual(all.count, minimumOutputs, file: file, line: line)
+
+        for cut in cuts(checkpoints.count) {
+            let committed = checkpoints[cut]
+            let reread = committed.values.map { $0.next - $0.point.offset }.reduce(0, +)
+            // B: restores every partition from its replay point and re-reads from there.
+            let b = try Self.engine(spec)
+            for (p, c) in committed { b.restore(partition: p, from: c.point) }
+            let input = records.filter { r in committed[r.partition].map { r.offset >= $0.point.offset } ?? true }
+            var outputsB = Set<Out>()
+            try Self.run(b, input, batchSize: batchB, replayUntil: committed.mapValues(\.next)) { batch, output in
+                outputsB.formUnion(Self.outputs(batch, output, skippingReplayed: true))
+            }
+
+            let before = Set(outputsA.filter { $0.batch <= cut }.map(\.0))
+            let missing = all.subtracting(before).subtracting(outputsB)
+            let extra = outputsB.subtracting(all)
+            for o in missing.prefix(3) { XCTFail("cut \(cut): B does not write \(o.topic) \(String(decoding: o.value.prefix(300), as: UTF8.self))", file: file, line: line) }
+            for o in extra.prefix(3) { XCTFail("cut \(cut): B writes what A never wrote: \(o.topic) \(String(decoding: o.value.prefix(300), as: UTF8.self))", file: file, line: line) }
+            XCTAssertEqual(missing.count + extra.count, 0, "cut after batch \(cut): \(missing.count) outputs missing, \(extra.count) extra; \(reread) records re-read", file: file, line: line)
+        }
+    }
+
+    /// `app-analytics.yaml` with short horizons (see the class comment).
+    static func spec() throws -> PipelineSpec {
+        let path = root.appendingPathComponent("pipelines/app-analytics.yaml").path
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        for (from, to) in [("visit_timeout: 30m", "visit_timeout: 3m"), ("trail_max_age: 1h", "trail_max_age: 5m"), ("window: 10m", "window: 2m")] {
+            XCTAssertTrue(text.contains(from), from)
+            text = text.replacingOccurrences(of: from, with: to)
+        }
+        return try PipelineSpec.parse(yaml: text, file: path, environment: [
+            "MAIDIAN_GEO_DB": shared.appendingPathComponent("geo/test-city.mmdb").path,
+            "MAIDIAN_RULES": shared.appendingPathComponent("traffic/rules-sample.yaml").path,
+        ])
+    }
+
+    static func engine(_ spec: PipelineSpec) throws -> PipelineEngine {
+        let e = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Logger(label: "replay-test") { _ in SwiftLogNoOpLogHandler() })
+        e.repartitioning?.connect(partialsTopic: "test.partials", partialsPartitions: 4, sourcePartitions: 8)
+        return e
+    }
+
+    /// Runs `records` in batches, flagging records before `replayUntil[partition]` as re-read; then `finish`.
+    static func run(_ engine: PipelineEngine, _ records: [Bench.SourceRecord], batchSize: Int, replayUntil: [Int32: Int64] = [:],
+                    _ sink: (borrowing EventBatch, borrowing OutputBuffer) -> Void) throws {
+        var batch = EventBatch()
+        var output = OutputBuffer()
+        let topic = batch.topicIndex("events.raw")
+        var i = 0
+        while i < records.count {
+            batch.reset()
+            output.reset()
+            for r in records[i..<min(i + batchSize, records.count)] { Bench.appendRecord(&batch, topic, r) }
+            for r in batch.records.indices where batch.records[r].offset < (replayUntil[batch.records[r].partition] ?? 0) {
+                batch.records[r].replay = true
+            }
+            try engine.process(&batch, output: &output)
+            sink(batch, output)
+            i += batchSize
+        }
+        batch.reset()
+        output.reset()
+        try engine.finish(output: &output)
+        sink(batch, output)
+    }
+
+    /// The outputs of a batch, without the internal topic's progress messages (where a run reports its
+    /// watermark depends on its batches; the mergers only use the latest). `skippingReplayed`: without what
+    /// re-read records caused (the worker does not produce those).
+    static func outputs(_ batch: borrowing EventBatch, _ output: borrowing OutputBuffer, skippingReplayed: Bool = false) -> [Out] {
+        var out: [Out] = []
+        for m in output.messages {
+            if skippingReplayed && m.record >= 0 && batch.records[Int(m.record)].replay { continue }
+            let value = Array(output.bytes[Int(m.value.start)..<Int(m.value.end)])
+            let topic = output.topics[Int(m.topic)]
+            if topic == "test.partials" && value.count > 1 && value[1] == 2 { continue }
+            let key = m.key.isPresent ? Array(output.bytes[Int(m.key.start)..<Int(m.key.end)]) : []
+            out.append(Out(topic: topic, key: key, value: value))
+        }
+        return out
+    }
+}
