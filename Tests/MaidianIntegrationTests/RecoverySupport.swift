@@ -11,7 +11,12 @@ final class SampleCluster {
     let broker: EmbeddedBroker
     let group = "recovery-\(UUID().uuidString.prefix(8).lowercased())"
     let pipeline: String
-    let logger = Logger(label: "recovery-tests")
+    /// librdkafka's lines of the test's own clients (brokers go down on purpose): RECOVERY_TEST_LOG=info shows them.
+    let logger: Logger = {
+        var l = Logger(label: "recovery-tests")
+        l.logLevel = ProcessInfo.processInfo.environment["RECOVERY_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        return l
+    }()
     /// Output and internal topics with their partition counts (as the golden test creates them).
     let topics: [(name: String, partitions: Int)]
     var env: [String: String]

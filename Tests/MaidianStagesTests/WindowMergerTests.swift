@@ -159,9 +159,9 @@ final class WindowMergerTests: XCTestCase {
         let f = Feed(sources: 2)
         f.partial(0, window: 0, count: 1, users: [1])
         f.progress(0, 70_000)
-        f.progress(1, 50_000)
+        f.progress(1, 65_000)
         f.progress(0, 70_000, idle: true)
-        f.progress(1, 50_000, idle: true)
+        f.progress(1, 65_000, idle: true)
         try f.flush()
         XCTAssertEqual(f.written.map(\.key), [Feed.key("home", window: 0)], "no source holds window 0 back")
         // Both come back; their next windows must still be written.

@@ -98,13 +98,14 @@ final class WindowMerger: PartialMerger {
         for s in 0..<sourcePartitions {
             guard let p = st.progress[s] else { return nil }
             if p.idle {
-                lowIdle = min(lowIdle, p.watermark)
+                // A partition idle since it was assigned (no event time yet) holds nothing back.
+                if p.watermark != .min { lowIdle = min(lowIdle, p.watermark) }
                 continue
             }
             active += 1
             low = min(low, p.watermark)
         }
-        return active == 0 ? lowIdle : low
+        return active == 0 ? (lowIdle == .max ? .min : lowIdle) : low
     }
 
     private func writeReady(partition: Int32, record: Int32, output: inout OutputBuffer) {

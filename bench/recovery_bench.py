@@ -11,7 +11,7 @@
   profile    the first run of `replay` under `perf record`: the share of the worker's CPU time in the recovery
              bookkeeping (offset tracking, replay points, contiguity checks, commits).
 
-Usage: scripts/recovery_bench.py [takeover|replay|profile|all] [--runs N] [--session 6s] [--bin PATH]
+Usage: bench/recovery_bench.py [takeover|replay|profile|all] [--runs N] [--session 6s] [--bin PATH]
 Needs a release build (swift build -c release), ../shared (geo, rules, sample), confluent-kafka, and perf
 for `profile`.
 """
@@ -28,7 +28,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # bench/ is one level down
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 PIPELINE = os.path.join(ROOT, "pipelines", "app-analytics.yaml")
 TMP = tempfile.mkdtemp(prefix="recovery-bench-")
