@@ -95,7 +95,8 @@ public struct Property: Sendable {
     public var replacement: Span
 }
 
-/// One added property, pre-serialized as `"name":value` in the scratch arena; a linked list per event.
+/// Added properties, pre-serialized as `"name":value` in the scratch arena (one, or several joined by commas);
+/// a linked list per event.
 public struct AddedProperty: Sendable {
     public var bytes: Span
     public var next: Int32

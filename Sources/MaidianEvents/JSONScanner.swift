@@ -107,7 +107,13 @@ struct JSONScanner {
         let end = self.end
         let p = self.p
         while true {
-            // 8 bytes at a time while no quote, backslash, control or non-ASCII byte is among them.
+            // 16, then 8 bytes at a time while no quote, backslash, control or non-ASCII byte is among them.
+            while i &+ 16 <= end {
+                let m0 = JSONScanner.specialBytes(UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
+                let m1 = JSONScanner.specialBytes(UnsafeRawPointer(p + i).loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                if m0 | m1 == 0 { i &+= 16; continue }
+                break
+            }
             while i &+ 8 <= end {
                 let m = JSONScanner.specialBytes(UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self))
                 if m == 0 { i &+= 8; continue }

@@ -98,8 +98,9 @@ final class NameCache {
         return middleOK ? t : 0
     }
 
-    /// Bumped when a slot is reused for another key: every copied `nextToken` is then stale.
-    private(set) var epoch = 0
+    /// Bumped when a slot is reused for another key: every copied `nextToken` is then stale. Unchecked
+    /// exclusivity: read once per key on one thread, never during a write.
+    @exclusivity(unchecked) private(set) var epoch = 0
 
     /// The key predicted after `prev` when `p[at...]` is its token: its slot and (a copy of) its token; else
     /// slot `none` and a token of length 0. The second guess is only tried when the first fails.

@@ -98,20 +98,20 @@ public enum OutputWriter {
         if timeFirst { cursor = writeTime(ev, j, cursor, &o) }
         if ev.propertiesKind == 1 {
             let ps = Int(ev.properties.start), pe = Int(ev.properties.end)
-            o.append(contentsOf: UnsafeRawBufferPointer(start: j + cursor, count: ps - cursor))
             if ev.hasFixes {
+                o.append(contentsOf: UnsafeRawBufferPointer(start: j + cursor, count: ps - cursor))
                 writeFixedProperties(ev, batch, j, &o)
+                cursor = pe
             } else {
-                // Insert before the closing brace of the object.
+                // Insert before the closing brace of the object; the brace goes out with the bytes after it.
                 let close = pe - 1
-                o.append(contentsOf: UnsafeRawBufferPointer(start: j + ps, count: close - ps))
+                o.append(contentsOf: UnsafeRawBufferPointer(start: j + cursor, count: close - cursor))
                 if ev.addedHead >= 0 {
                     var first = ev.propertyCount == 0
                     appendAdded(ev, batch, &first, &o)
                 }
-                o.append(0x7D)
+                cursor = close
             }
-            cursor = pe
         } else if ev.addedHead >= 0 {
             let close = Int(ev.closingBrace)
             o.append(contentsOf: UnsafeRawBufferPointer(start: j + cursor, count: close - cursor))

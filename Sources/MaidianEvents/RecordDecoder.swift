@@ -532,9 +532,11 @@ struct KeyInfo {
 
 /// A growable buffer of trivial values the decoder reuses for every record (no per-append array checks).
 final class ScanBuffer<Element> {
-    private(set) var base: UnsafeMutablePointer<Element>
-    private(set) var capacity: Int
-    var count = 0
+    // Unchecked exclusivity: one decoder on one thread, and no access to these overlaps another (the run-time
+    // check costs more than a small append).
+    @exclusivity(unchecked) private(set) var base: UnsafeMutablePointer<Element>
+    @exclusivity(unchecked) private(set) var capacity: Int
+    @exclusivity(unchecked) var count = 0
 
     init(capacity: Int) {
         self.capacity = Swift.max(capacity, 16)

@@ -20,6 +20,8 @@ public final class CalibrateTimeStage: Stage {
     public static let summary = "moves events of devices with wrong clocks to collector time, keeping $client_time"
 
     let maxSkew: Int64
+    /// Reused per batch: events to calibrate and by how much.
+    private var skewed: [(Int, Int64)] = []
     let calibrated: StageCounter
 
     public init(config: Config, context: StageContext) throws {
@@ -28,14 +30,21 @@ public final class CalibrateTimeStage: Stage {
     }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        let n = batch.events.count
-        for i in 0..<n {
+        // One read-only pass finds the (few) events with a wrong clock; then they are changed.
+        skewed.removeAll(keepingCapacity: true)
+        let maxSkew = self.maxSkew
+        batch.events.withUnsafeBufferPointer { evs in
+            batch.records.withUnsafeBufferPointer { recs in
+                for i in evs.indices where evs[i].status == .live && evs[i].type.isTrack && evs[i].hasFlushTime {
+                    let rec = Int(evs[i].record)
+                    guard recs[rec].hasReceivedAt else { continue }
+                    let skew = recs[rec].receivedAt &- evs[i].flushTime
+                    if skew > maxSkew || skew < -maxSkew { skewed.append((i, skew)) }
+                }
+            }
+        }
+        for (i, skew) in skewed {
             let ev = batch.events[i]
-            guard ev.status == .live, ev.type.isTrack, ev.hasFlushTime else { continue }
-            let rec = batch.records[Int(ev.record)]
-            guard rec.hasReceivedAt else { continue }
-            let skew = rec.receivedAt &- ev.flushTime
-            guard skew > maxSkew || skew < -maxSkew else { continue }
             batch.events[i].time = ev.time &+ skew
             batch.events[i].calibrated = true
             calibrated.add()

@@ -33,29 +33,50 @@ public final class RecordPresetsStage: Stage {
         touchHeaders(batch)
         let n = batch.events.count
         // All events of a record share its headers: serialize them once per record, then link per event.
+        // The fragments sit next to each other, comma-separated, so an event that takes all of them (nearly
+        // every event) links them as one.
         var lastRecord: Int32 = -1
-        var ipSpan = Span.absent, rtSpan = Span.absent, projectSpan = Span.absent
+        var ipSpan = Span.absent, rtSpan = Span.absent, projectSpan = Span.absent, allSpan = Span.absent
         for i in 0..<n {
             let ev = batch.events[i]
             guard ev.status == .live, ev.type.isTrack else { continue }
             if ev.record != lastRecord {
                 lastRecord = ev.record
                 let rec = batch.records[Int(ev.record)]
-                ipSpan = .absent; rtSpan = .absent; projectSpan = .absent
-                if rec.ip.isPresent && rec.ip.count > 0 { ipSpan = batch.fragment("$ip", quotedInput: rec.ip) }
-                if rec.hasReceivedAt { rtSpan = batch.fragment("$receive_time", integer: rec.receivedAt) }
-                projectSpan = rec.project.isPresent
-                    ? batch.fragment("$project", quotedInput: rec.project)
-                    : batch.fragment("$project", json: defaultProject)
+                let start = batch.scratch.count
+                ipSpan = .absent; rtSpan = .absent
+                if rec.ip.isPresent && rec.ip.count > 0 {
+                    ipSpan = quotedFragment(&batch, "\"$ip\":\"", rec.ip)
+                    batch.scratch.append(0x2C)
+                }
+                if rec.hasReceivedAt {
+                    let s = batch.scratch.count
+                    JSONOut.appendRaw("\"$receive_time\":", to: &batch.scratch)
+                    JSONOut.appendInt(rec.receivedAt, to: &batch.scratch)
+                    rtSpan = Span(s, batch.scratch.count)
+                    batch.scratch.append(0x2C)
+                }
+                if rec.project.isPresent {
+                    projectSpan = quotedFragment(&batch, "\"$project\":\"", rec.project)
+                } else {
+                    let s = batch.scratch.count
+                    JSONOut.appendRaw("\"$project\":", to: &batch.scratch)
+                    batch.scratch.append(contentsOf: defaultProject)
+                    projectSpan = Span(s, batch.scratch.count)
+                }
+                allSpan = Span(start: Int32(start), end: projectSpan.end)
             }
             let known = ev.known
-            if ipSpan.isPresent && (known & KnownProperty.ip.bit == 0 || !batch.hasProperty(event: i, .ip)) {
-                batch.linkAdded(event: i, ipSpan)
+            let ip = ipSpan.isPresent && (known & KnownProperty.ip.bit == 0 || !batch.hasProperty(event: i, .ip))
+            let rt = rtSpan.isPresent && (known & KnownProperty.receiveTime.bit == 0 || !batch.hasProperty(event: i, .receiveTime))
+            let project = known & KnownProperty.project.bit == 0 || !batch.hasProperty(event: i, .project)
+            if ip == ipSpan.isPresent && rt == rtSpan.isPresent && project && !ev.project.isPresent {
+                batch.linkAdded(event: i, allSpan)
+                continue
             }
-            if rtSpan.isPresent && (known & KnownProperty.receiveTime.bit == 0 || !batch.hasProperty(event: i, .receiveTime)) {
-                batch.linkAdded(event: i, rtSpan)
-            }
-            if known & KnownProperty.project.bit == 0 || !batch.hasProperty(event: i, .project) {
+            if ip { batch.linkAdded(event: i, ipSpan) }
+            if rt { batch.linkAdded(event: i, rtSpan) }
+            if project {
                 if ev.project.isPresent {
                     // Rare: the event names its own project. Its raw string content is valid JSON already.
                     let value = batch.json[Int(ev.project.start)..<Int(ev.project.end)]
@@ -69,6 +90,19 @@ public final class RecordPresetsStage: Stage {
                 }
             }
         }
+    }
+
+    /// Writes `prefix` (`"name":"`), the header value at `span` escaped, and the closing quote into the scratch
+    /// arena; returns the fragment's span.
+    @inline(__always)
+    private func quotedFragment(_ batch: inout EventBatch, _ prefix: StaticString, _ span: Span) -> Span {
+        let start = batch.scratch.count
+        JSONOut.appendRaw(prefix, to: &batch.scratch)
+        batch.input.withUnsafeBytes { inp in
+            JSONOut.appendEscaped(UnsafeRawBufferPointer(rebasing: inp[Int(span.start)..<Int(span.end)]), to: &batch.scratch)
+        }
+        batch.scratch.append(0x22)
+        return Span(start, batch.scratch.count)
     }
 
     /// The header values were copied into the input arena before decoding and are out of the cache by now.

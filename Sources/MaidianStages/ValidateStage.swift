@@ -29,28 +29,36 @@ public final class ValidateStage: Stage {
     public static let summary = "rejects invalid events to the dead-letter topic and fixes invalid properties"
 
     let config: Config
+    /// Reused per batch.
+    private var failures: [(Int, DeadLetterReason)] = []
+    private var fixes: [Int] = []
 
     public init(config: Config, context: StageContext) throws {
         self.config = config
     }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        let n = batch.events.count
-        for i in 0..<n {
-            let ev = batch.events[i]
-            guard ev.status == .live else { continue }
-            if let reason = check(ev, batch) {
-                batch.fail(i, reason: reason)
-                continue
-            }
-            if ev.type.isTrack && ev.propertyCount > 0 {
-                fixProperties(i, &batch)
+        // One read-only pass finds the (few) events to reject or fix; then they are changed.
+        failures.removeAll(keepingCapacity: true)
+        fixes.removeAll(keepingCapacity: true)
+        let maxString = config.maxStringBytes
+        batch.events.withUnsafeBufferPointer { evs in
+            for i in evs.indices where evs[i].status == .live {
+                if let reason = check(evs[i]) {
+                    failures.append((i, reason))
+                } else if evs[i].type.isTrack && evs[i].propertyCount > 0
+                            && (evs[i].propertyIssues != 0 || Int(evs[i].longestString) > maxString) {
+                    // The scanner already noted whether anything needs fixing: most events have nothing.
+                    fixes.append(i)
+                }
             }
         }
+        for (i, reason) in failures { batch.fail(i, reason: reason) }
+        for i in fixes { fixProperties(i, &batch) }
     }
 
     @inline(__always)
-    func check(_ ev: Event, _ batch: borrowing EventBatch) -> DeadLetterReason? {
+    func check(_ ev: Event) -> DeadLetterReason? {
         switch ev.type {
         case .missing, .notString, .unknown: return .badType
         default: break
@@ -63,13 +71,10 @@ public final class ValidateStage: Stage {
         return nil
     }
 
-    /// Applies SPEC's property fixes. Rare: most events have nothing to fix.
-    @inline(__always)
+    /// Applies SPEC's property fixes to an event the scanner found something to fix in.
     func fixProperties(_ i: Int, _ batch: inout EventBatch) {
         let ev = batch.events[i]
         let maxString = config.maxStringBytes
-        // The scanner already noted whether anything needs fixing: most events take this exit.
-        guard ev.propertyIssues != 0 || Int(ev.longestString) > maxString else { return }
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         var dropped: [Span] = []
         for k in lo..<hi {
