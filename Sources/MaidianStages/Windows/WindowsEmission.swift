@@ -116,11 +116,7 @@ extension WindowsStage {
     private func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, record: Int32, output: inout OutputBuffer) {
         visitsCounter.add()
         let user = st.users[Int(u)]
-        let keyStart = output.begin()
-        output.bytes.append(contentsOf: user.id)
-        let valueStart = output.bytes.count
-        JSONOut.appendRaw("{\"distinct_id\":", to: &output.bytes)
-        appendString(user.id, to: &output.bytes)
+        let (keyStart, valueStart) = beginUserRecord(user, &output)
         JSONOut.appendRaw(",\"page\":", to: &output.bytes)
         appendString(pagesText[v.page], to: &output.bytes)
         JSONOut.appendRaw(",\"rules\":", to: &output.bytes)
@@ -155,11 +151,7 @@ extension WindowsStage {
     private func writeTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent, record: Int32, output: inout OutputBuffer) {
         trailsCounter.add()
         let user = st.users[Int(u)]
-        let keyStart = output.begin()
-        output.bytes.append(contentsOf: user.id)
-        let valueStart = output.bytes.count
-        JSONOut.appendRaw("{\"distinct_id\":", to: &output.bytes)
-        appendString(user.id, to: &output.bytes)
+        let (keyStart, valueStart) = beginUserRecord(user, &output)
         JSONOut.appendRaw(",\"crash_time\":", to: &output.bytes)
         JSONOut.appendInt(e.time, to: &output.bytes)
         JSONOut.appendRaw(",\"app_version\":", to: &output.bytes)
@@ -183,6 +175,16 @@ extension WindowsStage {
         }
         JSONOut.appendRaw("]}", to: &output.bytes)
         output.finish(topic: topicTrails, record: record, keyStart: keyStart, valueStart: valueStart)
+    }
+
+    /// Starts a record keyed by the user's `distinct_id` whose value opens with `{"distinct_id":...`.
+    private func beginUserRecord(_ user: UserState, _ output: inout OutputBuffer) -> (Int, Int) {
+        let keyStart = output.begin()
+        output.bytes.append(contentsOf: user.id)
+        let valueStart = output.bytes.count
+        JSONOut.appendRaw("{\"distinct_id\":", to: &output.bytes)
+        appendString(user.id, to: &output.bytes)
+        return (keyStart, valueStart)
     }
 
     private func appendString<C: Collection<UInt8>>(_ bytes: C, to out: inout [UInt8]) {
