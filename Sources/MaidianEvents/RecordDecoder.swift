@@ -74,6 +74,7 @@ public final class RecordDecoder {
         let limit = limits.maxDecompressedBytes
         switch kind {
         case 1:
+            if decodeSingleFrame(&batch, value, limit) { break }
             var err: ZstdError?
             var declared: Int? = nil
             batch.input.withUnsafeBytes { inp in
@@ -137,6 +138,30 @@ public final class RecordDecoder {
         batch.jsonCount += RecordDecoder.padding
         batch.records[r].json = Span(jsonStart, jsonEnd)
         scanRecord(&batch, r, jsonStart, jsonEnd)
+    }
+
+    /// The common case of a zstd value: one frame that declares its size, decompressed in one call straight into
+    /// the arena, without first walking every frame's blocks for the total (`declaredSize`). False for anything
+    /// else (several frames, no declared size, over the limit, corrupt data): the general path then decides
+    /// and explains.
+    @inline(__always)
+    private func decodeSingleFrame(_ batch: inout EventBatch, _ value: Span, _ limit: Int) -> Bool {
+        var size = -1
+        batch.input.withUnsafeBytes { inp in
+            size = zstd.firstFrameContentSize(UnsafeRawBufferPointer(rebasing: inp[Int(value.start)..<Int(value.end)])) ?? -1
+        }
+        guard size >= 0 && size <= limit else { return false }
+        batch.reserveJSON(size + RecordDecoder.padding)
+        let at = batch.jsonCount
+        var ok = false
+        batch.input.withUnsafeBytes { inp in
+            batch.json.withUnsafeMutableBytes { out in
+                ok = zstd.decompressFilling(UnsafeRawBufferPointer(rebasing: inp[Int(value.start)..<Int(value.end)]),
+                                            into: UnsafeMutableRawBufferPointer(rebasing: out[at..<(at + size)]))
+            }
+        }
+        if ok { batch.jsonCount += size }
+        return ok
     }
 
     private func scanRecord(_ batch: inout EventBatch, _ r: Int, _ start: Int, _ end: Int) {

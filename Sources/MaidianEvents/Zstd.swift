@@ -385,6 +385,23 @@ extension ZstdDecompressor {
         return Int(clamping: n)
     }
 
+    /// The content size the first frame of `input` declares, or nil (none declared, or not a zstd frame).
+    /// Untrusted: decompression checks it.
+    public func firstFrameContentSize(_ input: UnsafeRawBufferPointer) -> Int? {
+        guard let base = input.baseAddress, input.count > 0 else { return nil }
+        let n = ZSTD_getFrameContentSize(base, input.count)
+        if n >= UInt64.max - 1 { return nil }  // ZSTD_CONTENTSIZE_UNKNOWN or _ERROR
+        return Int(clamping: n)
+    }
+
+    /// Decompresses all frames of `input` into `output` in one call; true when that worked and produced exactly
+    /// `output.count` bytes. No error detail: on false, callers take the general path, which explains.
+    public func decompressFilling(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Bool {
+        guard let src = input.baseAddress, let dst = output.baseAddress else { return false }
+        let r = ZSTD_decompressDCtx(ctx, dst, output.count, src, input.count)
+        return ZSTD_isError(r) == 0 && r == output.count
+    }
+
     /// Decompresses all frames of `input` straight into `output`, whose size must be the declared size:
     /// one call, no intermediate window copy. A header that lies about the size fails as corrupt.
     public func decompressExactly(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws(ZstdError) -> Int {
