@@ -383,13 +383,17 @@ public struct EventBatch: Sendable {
         ip: UnsafeRawBufferPointer?, receivedAt: UnsafeRawBufferPointer?,
         ua: UnsafeRawBufferPointer?, project: UnsafeRawBufferPointer?
     ) {
+        // Copy first, parse after: where a source keeps a record's headers next to its value, the copy has
+        // brought them into the cache.
+        let keySpan = appendInput(key), valueSpan = appendInput(value)
+        let ipSpan = appendInput(ip), uaSpan = appendInput(ua), projectSpan = appendInput(project)
         var rat: Int64 = 0
         var hasRat = false
         if let receivedAt, let v = parseDecimal(receivedAt) { rat = v; hasRat = true }
         let record = InputRecord(
             topic: topic, partition: partition, offset: offset, timestamp: timestamp,
-            key: appendInput(key), value: appendInput(value), ip: appendInput(ip), ua: appendInput(ua),
-            project: appendInput(project), receivedAt: rat, hasReceivedAt: hasRat,
+            key: keySpan, value: valueSpan, ip: ipSpan, ua: uaSpan,
+            project: projectSpan, receivedAt: rat, hasReceivedAt: hasRat,
             json: .absent, status: .live, reason: .none, detail: -1,
             firstEvent: Int32(events.count), eventCount: 0)
         records.append(record)
