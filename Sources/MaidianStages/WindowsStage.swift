@@ -110,9 +110,31 @@ public final class WindowsStage: Stage, Repartitioning {
     @exclusivity(unchecked) var elementsText = Interner()
     @exclusivity(unchecked) var eventNames = Interner()
     @exclusivity(unchecked) var ruleSets = Interner()
-    @exclusivity(unchecked) var ruleSetIDs: [[[UInt8]]] = []
+    /// Per `ruleSets` number: the `ruleTexts` numbers of its rules.
+    @exclusivity(unchecked) var ruleSetRules: [[Int32]] = []
+    /// Decoded rule ids and `group_by_content` contents, numbered for aggregate tuples.
+    @exclusivity(unchecked) var ruleTexts = Interner()
+    @exclusivity(unchecked) var contents = Interner()
+    /// Visit dims: `k=v,...` keys, and the JSON first seen for each.
     @exclusivity(unchecked) var dimsSets = Interner()
     @exclusivity(unchecked) var dimsHeads: [[UInt8]] = []
+    /// Dims identities (see `dimsIdentity`) and their forms.
+    @exclusivity(unchecked) var dimsIdentities = Interner()
+    @exclusivity(unchecked) var dimsInfos: [DimsInfo] = []
+    /// Per `pagesText` number: whether the page is ignored (filled on demand).
+    @exclusivity(unchecked) var pageIgnored: [Bool] = []
+    /// Role names by `Hash64` of their bytes.
+    struct RoleEntry {
+        var role: Int
+        var event: Int32
+        var name: UnsafeMutablePointer<UInt8>
+        var count: Int
+    }
+    let roleByHash: HashTable64
+    let roleEntries: [RoleEntry]
+    let roleHashCollisions: Bool
+    /// `PropertyFinder` bits of the `by` properties.
+    let dimsWanted: UInt64
 
     // Output wiring.
     public var partialsTopic: String? { config.partialsTopic }
@@ -132,16 +154,13 @@ public final class WindowsStage: Stage, Repartitioning {
     let idleCounter: StageCounter
 
     // Reused buffers.
-    @exclusivity(unchecked) var found: [Int]
     @exclusivity(unchecked) var text: [UInt8] = []
     @exclusivity(unchecked) var keyBuffer: [UInt8] = []
-    @exclusivity(unchecked) var dimsKey: [UInt8] = []
-    @exclusivity(unchecked) var dimsJSON: [UInt8] = []
+    @exclusivity(unchecked) var identity: [UInt8] = []
     @exclusivity(unchecked) var identifier: [UInt8] = []
     @exclusivity(unchecked) var libMemoKey: [UInt8] = []
     @exclusivity(unchecked) var libMemoValue: [UInt8]?
-    @exclusivity(unchecked) var contentKeyPosition = 0
-    @exclusivity(unchecked) var contentJSONPosition = 1
+    @exclusivity(unchecked) var lateEvents: [Int32] = []
 
     public init(config: Config, context: StageContext) throws {
         self.config = config
@@ -159,13 +178,37 @@ public final class WindowsStage: Stage, Repartitioning {
         // 5 $element_position, 6 $element_index, 7 $element_content, then the `by` properties.
         let fixed = ["$screen_name", "current_url", "$app_version", "$element_path", "$element_type",
                      "$element_position", "$element_index", "$element_content"]
-        finder = PropertyFinder(fixed + config.by.sorted().map { $0 == "app_version" ? "$app_version" : $0 })
-        found = Array(repeating: -1, count: fixed.count + config.by.count)
+        // A page is read from current_url only without $screen_name, a position from $element_index only
+        // without $element_position.
+        finder = PropertyFinder(fixed + config.by.sorted().map { $0 == "app_version" ? "$app_version" : $0 },
+                                alternatives: [(0, 1), (5, 6)])
+        var dimsBits: UInt64 = 0
+        for n in fixed.count..<(fixed.count + config.by.count) where n < 64 { dimsBits |= 1 << UInt64(n) }
+        dimsWanted = dimsBits
         let r = config.roles
         roleNames = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash].map { $0.map { Array($0.utf8) } }
         var names = Interner()
         roleEventIDs = roleNames.map { $0.map { names.intern($0) } }
         eventNames = names
+        var table = HashTable64(capacity: 16)
+        var entries: [RoleEntry] = []
+        var collisions = false
+        for (role, list) in roleNames.enumerated() {
+            for (i, name) in list.enumerated() {
+                var h = Hash64()
+                name.withUnsafeBufferPointer { if let b = $0.baseAddress { h.add(b, $0.count) } }
+                // The first role listing a name wins (as a scan in role order would find).
+                if entries.contains(where: { e in e.count == name.count && (0..<name.count).allSatisfy { e.name[$0] == name[$0] } }) { continue }
+                let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, name.count))
+                for (k, b) in name.enumerated() { bytes[k] = b }
+                // Two names with one hash: the second is found by the scan `role` falls back to.
+                if table.get(h.value) == nil { table.set(h.value, Int64(entries.count)) } else { collisions = true }
+                entries.append(RoleEntry(role: role, event: roleEventIDs[role][i], name: bytes, count: name.count))
+            }
+        }
+        roleByHash = table
+        roleEntries = entries
+        roleHashCollisions = collisions
         ignored = (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) }
         windowMerger = WindowMerger(countsTopic: config.countsTopic, logger: context.logger)
         lateCounter = context.counter("late")
@@ -173,6 +216,10 @@ public final class WindowsStage: Stage, Repartitioning {
         visitsCounter = context.counter("visits_closed")
         trailsCounter = context.counter("trails")
         idleCounter = context.counter("idle_partitions")
+    }
+
+    deinit {
+        for e in roleEntries { e.name.deallocate() }
     }
 
     public func connect(partialsTopic: String, partialsPartitions: Int32, sourcePartitions: Int32) {

@@ -1,88 +1,90 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import MaidianEvents
 
-/// Finds several properties of an event in one pass over its properties (names compared by length first).
-struct PropertyFinder {
-    let names: [[UInt8]]
-    /// Indexes of `names` by name length (lengths up to 255).
-    private let byLength: [[Int]]
+/// The arenas of a batch the windows stage reads, as buffer pointers: the per-event path then costs no
+/// array access checks, retains or uniqueness checks. Valid only inside `EventBatch.withWindowsView`.
+struct BatchView {
+    let json: UnsafeBufferPointer<UInt8>
+    let scratch: UnsafeBufferPointer<UInt8>
+    let properties: UnsafeBufferPointer<Property>
+    let hits: UnsafeBufferPointer<MatchHit>
+    let events: UnsafeBufferPointer<Event>
+    let records: UnsafeBufferPointer<InputRecord>
 
-    init(_ names: [String]) {
-        self.names = names.map { Array($0.utf8) }
-        var m = [[Int]](repeating: [], count: 256)
-        for (i, n) in self.names.enumerated() where n.count < 256 { m[n.count].append(i) }
-        byLength = m
-    }
+    /// Bytes of a text value as they sit in an arena; `escaped`: they hold a backslash and must be decoded.
+    struct Text {
+        var base: UnsafePointer<UInt8>?
+        var count: Int
+        var escaped: Bool
 
-    /// `found[n]` becomes the property index of `names[n]` in event `ev`, or -1.
-    func find(_ batch: borrowing EventBatch, _ ev: Event, into found: inout [Int]) {
-        for k in found.indices { found[k] = -1 }
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        if lo == hi { return }
-        batch.json.withUnsafeBufferPointer { j in
-            for k in lo..<hi {
-                let p = batch.properties[k]
-                guard p.fix != .drop, p.name.count < 256 else { continue }
-                let candidates = byLength[p.name.count]
-                if candidates.isEmpty { continue }
-                let name = j.baseAddress! + Int(p.name.start)
-                // No break on a match: a name may be wanted twice (`by: [app_version]` reads `$app_version` again).
-                for n in candidates where found[n] < 0 {
-                    let want = names[n]
-                    var equal = true
-                    for i in 0..<want.count where name[i] != want[i] { equal = false; break }
-                    if equal { found[n] = k }
-                }
+        /// Appends the decoded text.
+        @inline(__always) func append(to out: inout [UInt8]) {
+            guard let base, count > 0 else { return }
+            let raw = UnsafeRawBufferPointer(start: base, count: count)
+            if escaped { out.append(contentsOf: unescapeJSONString(raw)) } else { out.append(contentsOf: raw) }
+        }
+
+        /// Calls `body` with the decoded text (decoding into a temporary only when escaped).
+        @inline(__always) func withDecoded<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+            if escaped, let base {
+                let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: base, count: count))
+                return decoded.withUnsafeBufferPointer(body)
             }
+            return body(UnsafeBufferPointer(start: base, count: count))
         }
     }
-}
 
-extension EventBatch {
-    /// A kept property's value as text: a string's decoded bytes, a number's or boolean's JSON text; nil
-    /// for other kinds. Appends to `out`; returns false when there is nothing.
-    func appendText(ofProperty k: Int, to out: inout [UInt8]) -> Bool {
-        guard k >= 0 else { return false }
+    /// A JSON string's content (between the quotes at `span`) in `arena`.
+    @inline(__always) static func stringText(_ arena: UnsafeBufferPointer<UInt8>, _ span: Span) -> Text {
+        let lo = Int(span.start) &+ 1, hi = Int(span.end) &- 1
+        guard hi > lo else { return Text(base: nil, count: 0, escaped: false) }
+        let base = arena.baseAddress! + lo
+        return Text(base: base, count: hi &- lo, escaped: memchr(base, 0x5C, hi &- lo) != nil)
+    }
+
+    /// A kept property's value as text: a string's content, a number's or boolean's JSON text; nil for other
+    /// kinds or `k < 0`. (A string without backslashes decodes to itself, so only those with one are decoded.)
+    @inline(__always) func text(ofProperty k: Int) -> Text? {
+        guard k >= 0 else { return nil }
         let p = properties[k]
         switch p.kind {
         case .string:
-            let span = p.fix == .replace ? p.replacement : p.value
-            let arena = p.fix == .replace ? scratch : json
-            appendStringText(arena, span, escaped: p.fix == .replace || p.valueEscaped, to: &out)
-            return true
+            return p.fix == .replace ? Self.stringText(scratch, p.replacement) : Self.stringText(json, p.value)
         case .number, .bool:
-            out.append(contentsOf: json[Int(p.value.start)..<Int(p.value.end)])
-            return true
+            return Text(base: json.baseAddress! + Int(p.value.start), count: p.value.count, escaped: false)
         default:
-            return false
+            return nil
         }
     }
 
-    /// A JSON string (quotes included) at `span` of `arena`, decoded.
-    func appendStringText(_ arena: [UInt8], _ span: Span, escaped: Bool, to out: inout [UInt8]) {
-        let lo = Int(span.start) + 1, hi = Int(span.end) - 1
-        guard hi >= lo else { return }
-        if escaped || arena[lo..<hi].contains(0x5C) {
-            arena.withUnsafeBytes { out.append(contentsOf: unescapeJSONString(UnsafeRawBufferPointer(rebasing: $0[lo..<hi]))) }
-        } else {
-            out.append(contentsOf: arena[lo..<hi])
-        }
+    /// Appends property `k`'s text to `out`; false when it has none.
+    @inline(__always) func appendText(ofProperty k: Int, to out: inout [UInt8]) -> Bool {
+        guard let t = text(ofProperty: k) else { return false }
+        t.append(to: &out)
+        return true
     }
 
     /// `$app_version` inside the event's `lib` object, decoded, appended to `out`.
     func appendLibAppVersion(_ ev: Event, to out: inout [UInt8]) -> Bool {
         guard ev.lib.isPresent, ev.lib.count > 2 else { return false }
-        let key: [UInt8] = Array("\"$app_version\"".utf8)
+        let key: StaticString = "\"$app_version\""
+        let keyCount = key.utf8CodeUnitCount
         let lo = Int(ev.lib.start), hi = Int(ev.lib.end)
+        let j = json.baseAddress!
         // Shallow scan for the key, then the string after the colon.
         var i = lo
-        while i + key.count < hi {
-            if json[i] == 0x22 && json[i..<(i + key.count)].elementsEqual(key) {
-                var k = i + key.count
-                while k < hi && (json[k] == 0x20 || json[k] == 0x3A || json[k] == 0x0A || json[k] == 0x09 || json[k] == 0x0D) { k += 1 }
-                guard k < hi, json[k] == 0x22 else { return false }
+        while i + keyCount < hi {
+            if j[i] == 0x22 && memcmp(j + i, key.utf8Start, keyCount) == 0 {
+                var k = i + keyCount
+                while k < hi && (j[k] == 0x20 || j[k] == 0x3A || j[k] == 0x0A || j[k] == 0x09 || j[k] == 0x0D) { k += 1 }
+                guard k < hi, j[k] == 0x22 else { return false }
                 var e = k + 1
-                while e < hi && json[e] != 0x22 { e += json[e] == 0x5C ? 2 : 1 }
-                appendStringText(json, Span(k, e + 1), escaped: false, to: &out)
+                while e < hi && j[e] != 0x22 { e += j[e] == 0x5C ? 2 : 1 }
+                Self.stringText(json, Span(k, e + 1)).append(to: &out)
                 return true
             }
             i += 1
@@ -92,11 +94,119 @@ extension EventBatch {
 
     /// The event's `distinct_id` text.
     func appendDistinctID(_ ev: Event, to out: inout [UInt8]) {
-        let lo = Int(ev.distinctID.start), hi = Int(ev.distinctID.end)
-        if ev.distinctIDEscaped {
-            json.withUnsafeBytes { out.append(contentsOf: unescapeJSONString(UnsafeRawBufferPointer(rebasing: $0[lo..<hi]))) }
-        } else {
-            out.append(contentsOf: json[lo..<hi])
+        let lo = Int(ev.distinctID.start), n = ev.distinctID.count
+        let raw = UnsafeRawBufferPointer(start: json.baseAddress! + lo, count: n)
+        if ev.distinctIDEscaped { out.append(contentsOf: unescapeJSONString(raw)) } else { out.append(contentsOf: raw) }
+    }
+
+    /// Hash64 of the decoded `distinct_id` (users are counted by it, across partitions and workers). The
+    /// decoder already hashed the raw bytes, which are the decoded ones when nothing is escaped.
+    @inline(__always) func userHash(_ ev: Event) -> UInt64 {
+        if !ev.distinctIDEscaped && ev.distinctIDHash != 0 { return ev.distinctIDHash }
+        var id: [UInt8] = []
+        appendDistinctID(ev, to: &id)
+        var h = Hash64()
+        id.withUnsafeBufferPointer { if let b = $0.baseAddress { h.add(b, $0.count) } }
+        return h.value
+    }
+}
+
+extension EventBatch {
+    /// Runs `body` with buffer pointers over the arenas the windows stage reads.
+    func withWindowsView<R>(_ body: (BatchView) throws -> R) rethrows -> R {
+        try json.withUnsafeBufferPointer { j in
+            try scratch.withUnsafeBufferPointer { s in
+                try properties.withUnsafeBufferPointer { p in
+                    try hits.withUnsafeBufferPointer { h in
+                        try events.withUnsafeBufferPointer { e in
+                            try records.withUnsafeBufferPointer { r in
+                                try body(BatchView(json: j, scratch: s, properties: p, hits: h, events: e, records: r))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Finds several properties of an event in one pass over its properties (names compared by length first),
+/// stopping once every name asked for is found.
+final class PropertyFinder {
+    let names: [[UInt8]]
+    let count: Int
+    /// All names back to back; name `n` at `offsets[n]`.
+    private let flat: UnsafeMutablePointer<UInt8>
+    private let offsets: UnsafeMutablePointer<Int>
+    /// Names of length `l` are `byLength[lengthStart[l] ..< lengthStart[l + 1]]` (lengths up to 255).
+    private let lengthStart: UnsafeMutablePointer<Int32>
+    private let byLength: UnsafeMutablePointer<Int32>
+    /// `alternative[n]`: a name no longer needed once name `n` has a text value (-1: none).
+    private let alternative: UnsafeMutablePointer<Int>
+    /// `found`: the property index of each name, or -1 (reused for every event).
+    let found: UnsafeMutablePointer<Int>
+
+    /// `alternatives`: pairs (n, m): m is read only when n has no text value.
+    init(_ names: [String], alternatives: [(Int, Int)] = []) {
+        self.names = names.map { Array($0.utf8) }
+        count = names.count
+        let total = self.names.reduce(0) { $0 + $1.count }
+        flat = .allocate(capacity: max(1, total))
+        offsets = .allocate(capacity: max(1, count))
+        var o = 0
+        for (n, name) in self.names.enumerated() {
+            offsets[n] = o
+            for b in name { flat[o] = b; o += 1 }
+        }
+        lengthStart = .allocate(capacity: 257)
+        byLength = .allocate(capacity: max(1, count))
+        var k = 0
+        for l in 0..<256 {
+            lengthStart[l] = Int32(k)
+            for (n, name) in self.names.enumerated() where name.count == l { byLength[k] = Int32(n); k += 1 }
+        }
+        lengthStart[256] = Int32(k)
+        alternative = .allocate(capacity: max(1, count))
+        alternative.initialize(repeating: -1, count: max(1, count))
+        for (n, m) in alternatives { alternative[n] = m }
+        found = .allocate(capacity: max(1, count))
+        found.initialize(repeating: -1, count: max(1, count))
+    }
+
+    deinit {
+        flat.deallocate(); offsets.deallocate(); lengthStart.deallocate(); byLength.deallocate()
+        alternative.deallocate(); found.deallocate()
+    }
+
+    /// `found[n]` becomes the property index of `names[n]` in event `ev`, or -1, for at least the names whose
+    /// bit is set in `wanted` (names from 64 on are always looked for); others may stay -1.
+    @inline(__always)
+    func find(_ v: BatchView, _ ev: Event, wanted: UInt64) {
+        for k in 0..<count { found[k] = -1 }
+        // Without a bit per name, never stop early.
+        var remaining = count > 64 ? UInt64.max : wanted
+        if remaining == 0 { return }
+        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
+        let json = v.json.baseAddress!
+        for k in lo..<hi {
+            let p = v.properties[k]
+            let n = p.name.count
+            guard p.fix != .drop, n < 256 else { continue }
+            let s = Int(lengthStart[n]), e = Int(lengthStart[n + 1])
+            if s == e { continue }
+            let name = json + Int(p.name.start)
+            // No break on a match: a name may be wanted twice (`by: [app_version]` reads `$app_version` again).
+            for c in s..<e {
+                let idx = Int(byLength[c])
+                guard found[idx] < 0, memcmp(name, flat + offsets[idx], n) == 0 else { continue }
+                found[idx] = k
+                if idx < 64 { remaining &= ~(1 << UInt64(idx)) }
+                let alt = alternative[idx]
+                if alt >= 0 && alt < 64 && (p.kind == .string || p.kind == .number || p.kind == .bool) {
+                    remaining &= ~(1 << UInt64(alt))
+                }
+            }
+            if remaining == 0 { return }
         }
     }
 }
@@ -114,6 +224,7 @@ struct Interner {
         bytes.withUnsafeBufferPointer { intern($0) }
     }
 
+    @inline(__always)
     mutating func intern(_ bytes: UnsafeBufferPointer<UInt8>) -> Int32 {
         var hasher = Hash64()
         if let base = bytes.baseAddress { hasher.add(base, bytes.count) }
@@ -129,13 +240,12 @@ struct Interner {
         return Int32(i)
     }
 
+    @inline(__always)
     private func equal(_ i: Int, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         let s = spans[i]
         guard s.count == bytes.count else { return false }
-        return storage.withUnsafeBufferPointer { st in
-            for k in 0..<s.count where st[s.start + k] != bytes[k] { return false }
-            return true
-        }
+        if s.count == 0 { return true }
+        return storage.withUnsafeBufferPointer { st in memcmp(st.baseAddress! + s.start, bytes.baseAddress!, s.count) == 0 }
     }
 
     subscript(_ i: Int32) -> ArraySlice<UInt8> {

@@ -72,14 +72,21 @@ struct PendingHeap {
         a.time < b.time || (a.time == b.time && a.seq < b.seq)
     }
 
+    /// The time of the first event, or nil.
+    @inline(__always) var topTime: Int64? { items.isEmpty ? nil : items.withUnsafeBufferPointer { $0[0].time } }
+
     mutating func push(_ e: PendingEvent) {
         items.append(e)
-        var i = items.count - 1
-        while i > 0 {
-            let parent = (i - 1) / 2
-            if !Self.less(items[i], items[parent]) { break }
-            items.swapAt(i, parent)
-            i = parent
+        // Sift up with a hole: parents move down, `e` is written once.
+        items.withUnsafeMutableBufferPointer { b in
+            var i = b.count - 1
+            while i > 0 {
+                let parent = (i - 1) / 2
+                if !Self.less(e, b[parent]) { break }
+                b[i] = b[parent]
+                i = parent
+            }
+            b[i] = e
         }
     }
 
@@ -88,19 +95,43 @@ struct PendingHeap {
         let first = items[0]
         let last = items.removeLast()
         if !items.isEmpty {
-            items[0] = last
-            var i = 0
-            while true {
-                let l = 2 * i + 1, r = l + 1
-                var m = i
-                if l < items.count && Self.less(items[l], items[m]) { m = l }
-                if r < items.count && Self.less(items[r], items[m]) { m = r }
-                if m == i { break }
-                items.swapAt(i, m)
-                i = m
+            // Sift down with a hole.
+            items.withUnsafeMutableBufferPointer { b in
+                let n = b.count
+                var i = 0
+                while true {
+                    let l = 2 * i + 1
+                    if l >= n { break }
+                    var m = l
+                    let r = l + 1
+                    if r < n && Self.less(b[r], b[l]) { m = r }
+                    if !Self.less(b[m], last) { break }
+                    b[i] = b[m]
+                    i = m
+                }
+                b[i] = last
             }
         }
         return first
+    }
+}
+
+/// What identifies a window aggregate by numbers: the metric (0 pv, 1 click, 2 dwell), the rule text, the
+/// dims (a dims identity for pv and click, a visit's dims for dwell), the content (-1: none) and the window.
+/// Several tuples may name one aggregate (their text keys are equal).
+struct AggregateTuple: Equatable {
+    var metric: Int32
+    var rule: Int32
+    var dims: Int32
+    var content: Int32
+    var windowStart: Int64
+
+    @inline(__always) var hash: UInt64 {
+        var h = Hash64()
+        h.add(UInt64(UInt32(bitPattern: metric)) << 32 | UInt64(UInt32(bitPattern: rule)))
+        h.add(UInt64(UInt32(bitPattern: dims)) << 32 | UInt64(UInt32(bitPattern: content)))
+        h.add(UInt64(bitPattern: windowStart))
+        return h.value
     }
 }
 
@@ -115,6 +146,11 @@ final class PartitionWindows {
     @exclusivity(unchecked) var freeAggregates: [Int32] = []
     /// Window end → its aggregates.
     @exclusivity(unchecked) var windows: [Int64: WindowAggregates] = [:]
+    /// Tuple hash → index in `tuples` / `tupleAggregates`: the aggregates of open windows by numbers, so
+    /// counting an event builds no text key. Rebuilt when windows close.
+    @exclusivity(unchecked) var tupleTable = HashTable64(capacity: 256)
+    @exclusivity(unchecked) var tuples: [AggregateTuple] = []
+    @exclusivity(unchecked) var tupleAggregates: [Int32] = []
 
     /// distinct_id hash → index in `users`.
     @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
@@ -140,9 +176,44 @@ final class PartitionWindows {
 
     var watermark: Int64? { maxTime }
 
+    /// The aggregate of `tuple`, or -1.
+    @inline(__always)
+    func aggregate(_ tuple: AggregateTuple) -> Int32 {
+        var h = tuple.hash
+        while let v = tupleTable.get(h) {
+            if tuples[Int(v)] == tuple { return tupleAggregates[Int(v)] }
+            h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
+        }
+        return -1
+    }
+
+    /// Records that `tuple` names aggregate `a`.
+    func addTuple(_ tuple: AggregateTuple, _ a: Int32) {
+        var h = tuple.hash
+        while tupleTable.get(h) != nil { h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
+        tupleTable.set(h, Int64(tuples.count))
+        tuples.append(tuple)
+        tupleAggregates.append(a)
+    }
+
+    /// Forgets the tuples of windows no longer open (after `windows` lost some).
+    func dropClosedTuples(window: Int64) {
+        let oldTuples = tuples, oldAggregates = tupleAggregates
+        tuples.removeAll(keepingCapacity: true)
+        tupleAggregates.removeAll(keepingCapacity: true)
+        tupleTable = HashTable64(capacity: max(256, oldTuples.count))
+        for (k, t) in oldTuples.enumerated() where windows[t.windowStart + window] != nil { addTuple(t, oldAggregates[k]) }
+    }
+
+    /// The user of `hash` (`id` gives the `distinct_id` of a new one).
+    @inline(__always)
     func user(hash: UInt64, id: () -> [UInt8], time: Int64) -> Int32 {
         if let u = userByHash.get(hash) { return Int32(u) }
-        let state = UserState(id: id(), hash: hash, lastTime: time)
+        return newUser(hash: hash, id: id(), time: time)
+    }
+
+    private func newUser(hash: UInt64, id: [UInt8], time: Int64) -> Int32 {
+        let state = UserState(id: id, hash: hash, lastTime: time)
         let u: Int32
         if let free = freeUsers.popLast() {
             u = free

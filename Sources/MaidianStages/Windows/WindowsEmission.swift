@@ -14,14 +14,13 @@ extension WindowsStage {
             while let e = st.pending.pop() { apply(e, st, record: record, output: &output) }
             if let watermark { sweep(st, watermark: watermark, record: record, output: &output) }
             closeAll(st, by: "end_of_input", record: record, output: &output)
-            for end in st.windows.keys.sorted() { closeWindow(st, end: end, record: record, output: &output) }
+            closeWindows(st, upTo: .max, record: record, output: &output)
             sendProgress(st, .max, idle: false, record: record, output: &output)
             return
         }
         guard let watermark else { return }
-        while let top = st.pending.top, top.time <= watermark {
-            _ = st.pending.pop()
-            apply(top, st, record: record, output: &output)
+        while let time = st.pending.topTime, time <= watermark {
+            apply(st.pending.pop()!, st, record: record, output: &output)
         }
         let bucket = floorDiv(watermark, window)
         if bucket > st.lastSweep {
@@ -31,9 +30,7 @@ extension WindowsStage {
             // failover; the window start does not, so the same visits time out at the same record.
             sweep(st, watermark: bucket * window, record: record, output: &output)
         }
-        for end in st.windows.keys.sorted() where end <= watermark {
-            closeWindow(st, end: end, record: record, output: &output)
-        }
+        closeWindows(st, upTo: watermark, record: record, output: &output)
         if st.progressSent == .min || floorDiv(watermark, window) > floorDiv(st.progressSent, window) {
             sendProgress(st, watermark, idle: false, record: record, output: &output)
         }
@@ -138,9 +135,10 @@ extension WindowsStage {
               by.utf8Start[0] == 0x6C || by.utf8Start[0] == 0x61 else { return }  // "leave" or "app_end"
         let duration = time - v.enter
         let windowStart = floorDiv(time, window) * window
-        let dimsKey = Array(dimsSets[v.dims]), dimsJSON = dimsHeads[Int(v.dims)]
-        for rule in ruleSetIDs[Int(v.rules)] {
-            let a = aggregate(st, metric: "dwell", rule: rule, windowStart: windowStart, dimsKey: dimsKey, dimsJSON: dimsJSON, content: nil)
+        for rule in ruleSetRules[Int(v.rules)] {
+            let tuple = AggregateTuple(metric: 2, rule: rule, dims: v.dims, content: -1, windowStart: windowStart)
+            var a = st.aggregate(tuple)
+            if a < 0 { a = aggregate(st, tuple) }
             st.aggregates[Int(a)].count += 1
             st.aggregates[Int(a)].users.insert(user.hash)
             st.aggregates[Int(a)].sum += duration
@@ -192,6 +190,17 @@ extension WindowsStage {
         let array = Array(bytes)
         array.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
         out.append(0x22)
+    }
+
+    /// Writes the partials of the windows ending at or before `end`, oldest first.
+    private func closeWindows(_ st: PartitionWindows, upTo end: Int64, record: Int32, output: inout OutputBuffer) {
+        var closed = false
+        for e in st.windows.keys.sorted() where e <= end {
+            closeWindow(st, end: e, record: record, output: &output)
+            closed = true
+        }
+        // Before any new aggregate can take a freed slot.
+        if closed { st.dropClosedTuples(window: window) }
     }
 
     /// Writes the partials of one window of the partition to the internal topic and forgets them.

@@ -4,41 +4,61 @@ import Glibc
 import MaidianEvents
 import MaidianPipeline
 
+/// The dims of one dims identity (the texts of the `by` properties): their key and JSON forms and where
+/// `content=` goes in each.
+struct DimsInfo {
+    /// `k=v,...` without content.
+    var key: [UInt8]
+    /// `{"k":"v",...}` without content.
+    var json: [UInt8]
+    var keyContentPosition: Int
+    var jsonContentPosition: Int
+    /// The visit dims (`dimsSets` number) of the key, once a page-enter event had these dims; else -1.
+    var visitDims: Int32 = -1
+}
+
 extension WindowsStage {
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         wire(&output)
         let now = ContinuousClock.now
         var touched: [PartitionWindows] = []
-        for r in 0..<batch.records.count {
-            let rec = batch.records[r]
-            guard rec.status != .dropped else { continue }
-            let st = state(rec.partition)
-            if st.lastRecord < 0 || !touched.contains(where: { $0 === st }) { touched.append(st) }
-            // What re-read records complete is written (and not produced again) before later records count.
-            if !rec.replay && st.lastRecord >= 0 && batch.records[Int(st.lastRecord)].replay {
-                advance(st, final: false, record: st.lastRecord, output: &output)
-                st.ownerRecord = Int32(r)
-            }
-            if st.lastRecord < 0 { st.ownerRecord = Int32(r) }
-            st.lastRecord = Int32(r)
-            st.lastInput = now
-            guard rec.eventCount > 0 else { continue }
-            // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
-            let watermark = st.maxTime.map { $0 &- lateness }
-            var newest = st.maxTime
-            for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
-                let ev = batch.events[i]
-                guard ev.status == .live, ev.type.isTrack else { continue }
-                if newest.map({ ev.time > $0 }) ?? true { newest = ev.time }
-                if let watermark, ev.time < watermark {
-                    batch.events[i].flags |= EventFlag.late
-                    batch.addProperty(event: i, name: "$late") { JSONOut.appendRaw("true", to: &$0) }
-                    lateCounter.add()
-                    continue
+        lateEvents.removeAll(keepingCapacity: true)
+        // Counting and queueing only read the batch; late events are marked after.
+        batch.withWindowsView { v in
+            for r in 0..<v.records.count {
+                let rec = v.records[r]
+                guard rec.status != .dropped else { continue }
+                let st = state(rec.partition)
+                if st.lastRecord < 0 || !touched.contains(where: { $0 === st }) { touched.append(st) }
+                // What re-read records complete is written (and not produced again) before later records count.
+                if !rec.replay && st.lastRecord >= 0 && v.records[Int(st.lastRecord)].replay {
+                    advance(st, final: false, record: st.lastRecord, output: &output)
+                    st.ownerRecord = Int32(r)
                 }
-                take(&batch, i, st)
+                if st.lastRecord < 0 { st.ownerRecord = Int32(r) }
+                st.lastRecord = Int32(r)
+                st.lastInput = now
+                guard rec.eventCount > 0 else { continue }
+                // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
+                let watermark = st.maxTime.map { $0 &- lateness }
+                var newest = st.maxTime
+                for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
+                    let ev = v.events[i]
+                    guard ev.status == .live, ev.type.isTrack else { continue }
+                    if newest.map({ ev.time > $0 }) ?? true { newest = ev.time }
+                    if let watermark, ev.time < watermark {
+                        lateEvents.append(Int32(i))
+                        continue
+                    }
+                    take(v, ev, st)
+                }
+                st.maxTime = newest
             }
-            st.maxTime = newest
+        }
+        for i in lateEvents {
+            batch.events[Int(i)].flags |= EventFlag.late
+            batch.addProperty(event: Int(i), name: "$late") { JSONOut.appendRaw("true", to: &$0) }
+            lateCounter.add()
         }
         for st in touched {
             advance(st, final: false, record: st.ownerRecord, output: &output)
@@ -47,36 +67,39 @@ extension WindowsStage {
     }
 
     /// Counts one event and queues it for pairing and trails.
-    private func take(_ batch: inout EventBatch, _ i: Int, _ st: PartitionWindows) {
-        let ev = batch.events[i]
-        let (role, event) = self.role(batch, ev.eventName)
-        if ev.hitCount == 0 && role == nil { return }
-        finder.find(batch, ev, into: &found)
-        let userHash = Self.userHash(batch, ev)
-        if ev.hitCount > 0 || role == .pageEnter { buildDims(batch, ev) }
-        if ev.hitCount > 0 { count(batch, ev, st, userHash) }
+    @inline(__always)
+    private func take(_ v: BatchView, _ ev: Event, _ st: PartitionWindows) {
+        let (roleNumber, event) = self.role(v, ev)
+        if ev.hitCount == 0 && roleNumber < 0 { return }
+        let role = roleNumber < 0 ? nil : Role(rawValue: UInt8(roleNumber))
+        let needsDims = ev.hitCount > 0 || role == .pageEnter
+        var wanted: UInt64 = needsDims ? dimsWanted : 0
+        if roleNumber >= 0 { wanted |= Self.roleWanted[roleNumber] }
+        finder.find(v, ev, wanted: wanted)
+        let userHash = v.userHash(ev)
+        let dims = needsDims ? dimsIdentity(v, ev) : -1
+        if ev.hitCount > 0 { count(v, ev, st, dims, userHash) }
         guard let role else { return }
 
+        let found = finder.found
         var page: Int32 = -1
         if role == .pageEnter || role == .pageLeave || role == .click {
             if ev.flags & EventFlag.ignoredPage != 0 { return }
-            text.removeAll(keepingCapacity: true)
-            if !batch.appendText(ofProperty: found[0], to: &text) && !batch.appendText(ofProperty: found[1], to: &text) { return }
-            if ignored.contains(where: { $0.count == text.count && $0 == text }) { return }
-            page = pagesText.intern(text)
+            guard let t = v.text(ofProperty: found[0]) ?? v.text(ofProperty: found[1]) else { return }
+            page = t.withDecoded { pagesText.intern($0) }
+            if isIgnored(page: page) { return }
         }
-        var element: Int32 = -1, rules: Int32 = -1, dims: Int32 = -1, version: Int32 = -1
+        var element: Int32 = -1, rules: Int32 = -1, visitDims: Int32 = -1, version: Int32 = -1
         switch role {
         case .click:
-            buildIdentifier(batch)
+            buildIdentifier(v)
             element = elementsText.intern(identifier)
         case .pageEnter:
-            rules = ruleSet(batch, ev)
-            dims = dimsSets.intern(dimsKey)
-            if Int(dims) == dimsHeads.count { dimsHeads.append(dimsJSON) }
+            rules = ruleSet(v, ev)
+            visitDims = self.visitDims(dims)
         case .crash:
             text.removeAll(keepingCapacity: true)
-            if batch.appendText(ofProperty: found[2], to: &text) || libAppVersion(batch, ev) {
+            if v.appendText(ofProperty: found[2], to: &text) || libAppVersion(v, ev, to: &text) {
                 version = pagesText.intern(text)
             }
         default:
@@ -84,90 +107,141 @@ extension WindowsStage {
         }
         let u = st.user(hash: userHash, id: {
             var id: [UInt8] = []
-            batch.appendDistinctID(ev, to: &id)
+            v.appendDistinctID(ev, to: &id)
             return id
         }, time: ev.time)
         if st.users[Int(u)].lastTime < ev.time { st.users[Int(u)].lastTime = ev.time }
         st.seq += 1
         st.pending.push(PendingEvent(
             time: ev.time, seq: st.seq, user: u, role: role, page: page, element: element, event: event,
-            rules: rules, dims: dims, appVersion: version))
+            rules: rules, dims: visitDims, appVersion: version))
     }
 
-    /// Appends `lib.$app_version` to `text`; the events of one upload share their `lib`, so the last answer
+    /// The `PropertyFinder` names each role reads: 0 `$screen_name`, 1 `current_url` (pages); 2 `$app_version`
+    /// (crashes); 3...7 the element fields (clicks).
+    static let roleWanted: [UInt64] = [0b11, 0b11, 0b1111_1011, 0, 0, 0b100]
+
+    /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
+    @inline(__always)
+    private func isIgnored(page: Int32) -> Bool {
+        while pageIgnored.count <= Int(page) {
+            let text = Array(pagesText[Int32(pageIgnored.count)])
+            pageIgnored.append(ignored.contains { $0 == text })
+        }
+        return pageIgnored[Int(page)]
+    }
+
+    /// Appends `lib.$app_version` to `out`; the events of one upload share their `lib`, so the last answer
     /// is kept for the same bytes.
-    private func libAppVersion(_ batch: borrowing EventBatch, _ ev: Event) -> Bool {
+    private func libAppVersion(_ v: BatchView, _ ev: Event, to out: inout [UInt8]) -> Bool {
         guard ev.lib.isPresent else { return false }
-        let lo = Int(ev.lib.start), hi = Int(ev.lib.end)
-        let same = libMemoKey.count == hi - lo && batch.json.withUnsafeBufferPointer { j in
-            libMemoKey.withUnsafeBufferPointer { m in memcmp(j.baseAddress! + lo, m.baseAddress!, hi - lo) == 0 }
+        let lo = Int(ev.lib.start), n = ev.lib.count
+        let same = libMemoKey.count == n && libMemoKey.withUnsafeBufferPointer { m in
+            n == 0 || memcmp(v.json.baseAddress! + lo, m.baseAddress!, n) == 0
         }
-        if same {
-            if let v = libMemoValue { text.append(contentsOf: v); return true }
-            return false
+        if !same {
+            libMemoKey = Array(UnsafeBufferPointer(start: v.json.baseAddress! + lo, count: n))
+            var value: [UInt8] = []
+            libMemoValue = v.appendLibAppVersion(ev, to: &value) ? value : nil
         }
-        libMemoKey = Array(batch.json[lo..<hi])
-        var v: [UInt8] = []
-        libMemoValue = batch.appendLibAppVersion(ev, to: &v) ? v : nil
-        if let v = libMemoValue { text.append(contentsOf: v); return true }
+        if let value = libMemoValue { out.append(contentsOf: value); return true }
         return false
     }
 
-    /// Hash64 of the decoded `distinct_id` (users are counted by it, across partitions and workers).
-    static func userHash(_ batch: borrowing EventBatch, _ ev: Event) -> UInt64 {
-        var h = Hash64()
-        if ev.distinctIDEscaped {
-            var id: [UInt8] = []
-            batch.appendDistinctID(ev, to: &id)
-            id.withUnsafeBufferPointer { if let b = $0.baseAddress { h.add(b, $0.count) } }
-        } else {
-            batch.json.withUnsafeBufferPointer { j in h.add(j.baseAddress! + Int(ev.distinctID.start), ev.distinctID.count) }
+    /// The event's role number (`Role` raw value, -1 for none) and its name's interned number.
+    @inline(__always)
+    private func role(_ v: BatchView, _ ev: Event) -> (Int, Int32) {
+        let name = ev.eventName
+        guard name.isPresent else { return (-1, -1) }
+        let p = v.json.baseAddress! + Int(name.start)
+        var h = ev.eventNameHash
+        if h == 0 {
+            var hasher = Hash64()
+            hasher.add(p, name.count)
+            h = hasher.value
         }
-        return h.value
+        if let entry = roleByHash.get(h) {
+            let e = roleEntries[Int(entry)]
+            if e.count == name.count && memcmp(p, e.name, e.count) == 0 { return (e.role, e.event) }
+        }
+        guard roleHashCollisions else { return (-1, -1) }
+        for e in roleEntries where e.count == name.count && memcmp(p, e.name, e.count) == 0 { return (e.role, e.event) }
+        return (-1, -1)
     }
 
-    /// The event's role and its name's interned number (role names are interned up front).
-    private func role(_ batch: borrowing EventBatch, _ name: Span) -> (Role?, Int32) {
-        guard name.isPresent else { return (nil, -1) }
-        let lo = Int(name.start), n = name.count
-        for (r, names) in roleNames.enumerated() {
-            for (i, want) in names.enumerated() where want.count == n {
-                var equal = true
-                for k in 0..<n where batch.json[lo + k] != want[k] { equal = false; break }
-                if equal { return (Role(rawValue: UInt8(r)), roleEventIDs[r][i]) }
-            }
-        }
-        return (nil, -1)
-    }
-
-    /// The event's dims: `dimsKey` (`k=v,...` without content) and `dimsJSON` (`{"k":"v",...}`).
-    private func buildDims(_ batch: borrowing EventBatch, _ ev: Event) {
-        dimsKey.removeAll(keepingCapacity: true)
-        dimsJSON.removeAll(keepingCapacity: true)
-        dimsJSON.append(0x7B)
+    /// The number of the event's dims: the texts of the `by` properties (in `dimNames` order), each as a
+    /// presence byte, a length and the decoded bytes, interned.
+    private func dimsIdentity(_ v: BatchView, _ ev: Event) -> Int32 {
+        identity.removeAll(keepingCapacity: true)
+        let found = finder.found
         var slot = 8
-        for (n, name) in dimNames.enumerated() {
-            if n == contentSlot {
-                contentKeyPosition = dimsKey.count
-                contentJSONPosition = dimsJSON.count
-                continue
-            }
-            text.removeAll(keepingCapacity: true)
+        for n in 0..<dimNames.count where n != contentSlot {
             let k = found[slot]
             slot += 1
-            var has = batch.appendText(ofProperty: k, to: &text)
-            if !has && n == appVersionSlot { has = libAppVersion(batch, ev) }
-            guard has else { continue }
-            if !dimsKey.isEmpty { dimsKey.append(0x2C) }
-            dimsKey.append(contentsOf: name)
-            dimsKey.append(0x3D)
-            dimsKey.append(contentsOf: text)
-            if dimsJSON.count > 1 { dimsJSON.append(0x2C) }
-            appendJSONString(name, to: &dimsJSON)
-            dimsJSON.append(0x3A)
-            appendJSONString(text, to: &dimsJSON)
+            let at = identity.count
+            identity.append(1)
+            identity.append(contentsOf: [0, 0, 0, 0] as [UInt8])
+            var has = true
+            if let t = v.text(ofProperty: k) {
+                t.append(to: &identity)
+            } else if n == appVersionSlot {
+                has = libAppVersion(v, ev, to: &identity)
+            } else {
+                has = false
+            }
+            if !has {
+                identity.removeLast(5)
+                identity.append(0)
+                continue
+            }
+            let length = UInt32(identity.count - at - 5)
+            for b in 0..<4 { identity[at + 1 + b] = UInt8(truncatingIfNeeded: length >> UInt32(8 * b)) }
         }
-        dimsJSON.append(0x7D)
+        let d = dimsIdentities.intern(identity)
+        if Int(d) == dimsInfos.count { dimsInfos.append(makeDimsInfo(identity)) }
+        return d
+    }
+
+    /// The key and JSON forms of a dims identity.
+    private func makeDimsInfo(_ identity: [UInt8]) -> DimsInfo {
+        var info = DimsInfo(key: [], json: [0x7B], keyContentPosition: 0, jsonContentPosition: 1)
+        var i = 0
+        for (n, name) in dimNames.enumerated() {
+            if n == contentSlot {
+                info.keyContentPosition = info.key.count
+                info.jsonContentPosition = info.json.count
+                continue
+            }
+            let present = identity[i] == 1
+            i += 1
+            guard present else { continue }
+            var length = 0
+            for b in 0..<4 { length |= Int(identity[i + b]) << (8 * b) }
+            i += 4
+            let text = Array(identity[i..<(i + length)])
+            i += length
+            if !info.key.isEmpty { info.key.append(0x2C) }
+            info.key.append(contentsOf: name)
+            info.key.append(0x3D)
+            info.key.append(contentsOf: text)
+            if info.json.count > 1 { info.json.append(0x2C) }
+            appendJSONString(name, to: &info.json)
+            info.json.append(0x3A)
+            appendJSONString(text, to: &info.json)
+        }
+        info.json.append(0x7D)
+        return info
+    }
+
+    /// The visit dims of a dims identity (interned by key; the first JSON seen for a key is its head).
+    private func visitDims(_ d: Int32) -> Int32 {
+        let known = dimsInfos[Int(d)].visitDims
+        if known >= 0 { return known }
+        let info = dimsInfos[Int(d)]
+        let visit = dimsSets.intern(info.key)
+        if Int(visit) == dimsHeads.count { dimsHeads.append(info.json) }
+        dimsInfos[Int(d)].visitDims = visit
+        return visit
     }
 
     private func appendJSONString(_ bytes: [UInt8], to out: inout [UInt8]) {
@@ -177,28 +251,44 @@ extension WindowsStage {
     }
 
     /// Adds the event to the window aggregate of each rule it matched.
-    private func count(_ batch: borrowing EventBatch, _ ev: Event, _ st: PartitionWindows, _ userHash: UInt64) {
+    @inline(__always)
+    private func count(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, _ dims: Int32, _ userHash: UInt64) {
         let windowStart = floorDiv(ev.time, window) * window
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
-            let hit = batch.hits[h]
-            var content: [UInt8]? = nil
+            let hit = v.hits[h]
+            let rule = BatchView.stringText(v.scratch, hit.id).withDecoded { ruleTexts.intern($0) }
+            var content: Int32 = -1
             if hit.content.isPresent {
-                var c: [UInt8] = []
-                batch.appendStringText(hit.contentInScratch ? batch.scratch : batch.json, hit.content, escaped: false, to: &c)
-                content = c
+                content = BatchView.stringText(hit.contentInScratch ? v.scratch : v.json, hit.content).withDecoded { contents.intern($0) }
             }
-            text.removeAll(keepingCapacity: true)
-            batch.appendStringText(batch.scratch, hit.id, escaped: false, to: &text)
-            let metric: StaticString = hit.metric == .pv ? "pv" : "click"
-            let a = aggregate(st, metric: metric, rule: text, windowStart: windowStart, dimsKey: dimsKey, dimsJSON: dimsJSON, content: content)
+            let tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
+            var a = st.aggregate(tuple)
+            if a < 0 { a = aggregate(st, tuple) }
             st.aggregates[Int(a)].count += 1
             st.aggregates[Int(a)].users.insert(userHash)
         }
     }
 
-    /// The aggregate of a key, created with its output head when new.
-    func aggregate(_ st: PartitionWindows, metric: StaticString, rule: [UInt8], windowStart: Int64,
-                   dimsKey: [UInt8], dimsJSON: [UInt8], content: [UInt8]?) -> Int32 {
+    /// The aggregate of a tuple not seen yet in its window: the one of its text key, created when new.
+    func aggregate(_ st: PartitionWindows, _ tuple: AggregateTuple) -> Int32 {
+        let rule = Array(ruleTexts[tuple.rule])
+        let a: Int32
+        if tuple.metric == 2 {
+            a = aggregate(st, metric: "dwell", rule: rule, windowStart: tuple.windowStart, dimsKey: Array(dimsSets[tuple.dims]),
+                          dimsJSON: dimsHeads[Int(tuple.dims)], content: nil, contentPositions: (0, 1))
+        } else {
+            let info = dimsInfos[Int(tuple.dims)]
+            a = aggregate(st, metric: tuple.metric == 0 ? "pv" : "click", rule: rule, windowStart: tuple.windowStart,
+                          dimsKey: info.key, dimsJSON: info.json, content: tuple.content >= 0 ? Array(contents[tuple.content]) : nil,
+                          contentPositions: (info.keyContentPosition, info.jsonContentPosition))
+        }
+        st.addTuple(tuple, a)
+        return a
+    }
+
+    /// The aggregate of a text key, created with its output head when new.
+    private func aggregate(_ st: PartitionWindows, metric: StaticString, rule: [UInt8], windowStart: Int64,
+                           dimsKey: [UInt8], dimsJSON: [UInt8], content: [UInt8]?, contentPositions: (Int, Int)) -> Int32 {
         keyBuffer.removeAll(keepingCapacity: true)
         JSONOut.appendRaw(metric, to: &keyBuffer)
         keyBuffer.append(0x7C)
@@ -209,7 +299,7 @@ extension WindowsStage {
         var dimsOut = dimsJSON
         if let content {
             // `content=` goes where "content" sorts among the dims names.
-            let kp = min(contentKeyPosition, dimsKey.count), jp = min(contentJSONPosition, dimsJSON.count - 1)
+            let kp = min(contentPositions.0, dimsKey.count), jp = min(contentPositions.1, dimsJSON.count - 1)
             keyBuffer.append(contentsOf: dimsKey[..<kp])
             if kp > 0 { keyBuffer.append(0x2C) }
             JSONOut.appendRaw("content=", to: &keyBuffer)
@@ -263,17 +353,18 @@ extension WindowsStage {
     }
 
     /// `{$element_path}-{$element_type}({position})_[{content}]` (SPEC section 3) into `identifier`.
-    private func buildIdentifier(_ batch: borrowing EventBatch) {
+    private func buildIdentifier(_ v: BatchView) {
+        let found = finder.found
         identifier.removeAll(keepingCapacity: true)
-        _ = batch.appendText(ofProperty: found[3], to: &identifier)
+        _ = v.appendText(ofProperty: found[3], to: &identifier)
         identifier.append(0x2D)
-        _ = batch.appendText(ofProperty: found[4], to: &identifier)
+        _ = v.appendText(ofProperty: found[4], to: &identifier)
         identifier.append(0x28)
-        if !batch.appendText(ofProperty: found[5], to: &identifier) { _ = batch.appendText(ofProperty: found[6], to: &identifier) }
+        if !v.appendText(ofProperty: found[5], to: &identifier) { _ = v.appendText(ofProperty: found[6], to: &identifier) }
         JSONOut.appendRaw(")_[", to: &identifier)
         let k = found[7]
-        if k >= 0 && batch.properties[k].kind == .string {
-            _ = batch.appendText(ofProperty: k, to: &identifier)
+        if k >= 0 && v.properties[k].kind == .string {
+            _ = v.appendText(ofProperty: k, to: &identifier)
         } else {
             JSONOut.appendRaw("null", to: &identifier)
         }
@@ -281,25 +372,23 @@ extension WindowsStage {
     }
 
     /// The interned list of the page rules a page-enter event matched (for its visit).
-    private func ruleSet(_ batch: borrowing EventBatch, _ ev: Event) -> Int32 {
+    private func ruleSet(_ v: BatchView, _ ev: Event) -> Int32 {
         keyBuffer.removeAll(keepingCapacity: true)
         keyBuffer.append(0x5B)
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
-            let hit = batch.hits[h]
+            let hit = v.hits[h]
             guard hit.metric == .pv else { continue }
             if keyBuffer.count > 1 { keyBuffer.append(0x2C) }
-            keyBuffer.append(contentsOf: batch.scratch[Int(hit.id.start)..<Int(hit.id.end)])
+            keyBuffer.append(contentsOf: UnsafeBufferPointer(start: v.scratch.baseAddress! + Int(hit.id.start), count: hit.id.count))
         }
         keyBuffer.append(0x5D)
         let r = ruleSets.intern(keyBuffer)
-        if Int(r) == ruleSetIDs.count {
-            var ids: [[UInt8]] = []
-            for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) where batch.hits[h].metric == .pv {
-                var id: [UInt8] = []
-                batch.appendStringText(batch.scratch, batch.hits[h].id, escaped: false, to: &id)
-                ids.append(id)
+        if Int(r) == ruleSetRules.count {
+            var ids: [Int32] = []
+            for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) where v.hits[h].metric == .pv {
+                ids.append(BatchView.stringText(v.scratch, v.hits[h].id).withDecoded { ruleTexts.intern($0) })
             }
-            ruleSetIDs.append(ids)
+            ruleSetRules.append(ids)
         }
         return r
     }
@@ -309,4 +398,3 @@ extension WindowsStage {
     let q = a / b
     return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q
 }
-
