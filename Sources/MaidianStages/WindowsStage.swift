@@ -157,6 +157,7 @@ public final class WindowsStage: Stage, Repartitioning {
     @exclusivity(unchecked) var text: [UInt8] = []
     @exclusivity(unchecked) var keyBuffer: [UInt8] = []
     @exclusivity(unchecked) var identity: [UInt8] = []
+    @exclusivity(unchecked) var headBuffer: [UInt8] = []
     @exclusivity(unchecked) var identifier: [UInt8] = []
     @exclusivity(unchecked) var libMemoKey: [UInt8] = []
     @exclusivity(unchecked) var libMemoValue: [UInt8]?

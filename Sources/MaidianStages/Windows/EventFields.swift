@@ -255,7 +255,7 @@ struct Interner {
 }
 
 /// FNV-1a: a stable hash for choosing internal partitions (every worker must agree).
-func stableHash(_ bytes: [UInt8]) -> UInt64 {
+func stableHash<C: Sequence<UInt8>>(_ bytes: C) -> UInt64 {
     var h: UInt64 = 0xCBF2_9CE4_8422_2325
     for b in bytes {
         h ^= UInt64(b)

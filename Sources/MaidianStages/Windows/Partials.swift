@@ -25,43 +25,53 @@ enum InternalMessage: Equatable {
     static let version: UInt8 = 1
 
     func encode(into out: inout [UInt8]) {
-        out.append(Self.version)
         switch self {
         case .progress(let source, let watermark, let idle):
+            out.append(Self.version)
             out.append(2)
             out.appendLE(source)
             out.appendLE(watermark)
             out.append(idle ? 1 : 0)
         case .partial(let p):
+            p.head.withUnsafeBytes {
+                Self.encodePartial(sourcePartition: p.sourcePartition, windowEnd: p.windowEnd, head: $0, count: p.count,
+                                   users: p.users, isDwell: p.isDwell, sumMs: p.sumMs, durations: p.durations, into: &out)
+            }
+        }
+    }
+
+    /// A partial's encoding from its parts (the windows stage writes them without building a `PartialAggregate`).
+    static func encodePartial(sourcePartition: Int32, windowEnd: Int64, head: UnsafeRawBufferPointer, count: Int64,
+                              users: UserSet, isDwell: Bool, sumMs: Int64, durations: DurationDigest, into out: inout [UInt8]) {
+        out.append(Self.version)
+        out.append(1)
+        out.appendLE(sourcePartition)
+        out.appendLE(windowEnd)
+        out.appendLE(Int32(head.count))
+        out.append(contentsOf: head)
+        out.appendLE(count)
+        if users.isSketch {
             out.append(1)
-            out.appendLE(p.sourcePartition)
-            out.appendLE(p.windowEnd)
-            out.appendLE(Int32(p.head.count))
-            out.append(contentsOf: p.head)
-            out.appendLE(p.count)
-            if p.users.isSketch {
+            out.append(contentsOf: users.registers)
+        } else {
+            out.append(0)
+            out.appendLE(Int32(users.exact.count))
+            for h in users.exact.sorted() { out.appendLE(h) }
+        }
+        out.append(isDwell ? 1 : 0)
+        if isDwell {
+            out.appendLE(sumMs)
+            if durations.bucketed {
                 out.append(1)
-                out.append(contentsOf: p.users.registers)
+                out.appendLE(Int32(durations.buckets.count))
+                for b in durations.buckets.keys.sorted() {
+                    out.appendLE(b)
+                    out.appendLE(durations.buckets[b]!)
+                }
             } else {
                 out.append(0)
-                out.appendLE(Int32(p.users.exact.count))
-                for h in p.users.exact.sorted() { out.appendLE(h) }
-            }
-            out.append(p.isDwell ? 1 : 0)
-            if p.isDwell {
-                out.appendLE(p.sumMs)
-                if p.durations.bucketed {
-                    out.append(1)
-                    out.appendLE(Int32(p.durations.buckets.count))
-                    for b in p.durations.buckets.keys.sorted() {
-                        out.appendLE(b)
-                        out.appendLE(p.durations.buckets[b]!)
-                    }
-                } else {
-                    out.append(0)
-                    out.appendLE(Int32(p.durations.values.count))
-                    for v in p.durations.values { out.appendLE(v) }
-                }
+                out.appendLE(Int32(durations.values.count))
+                for v in durations.values { out.appendLE(v) }
             }
         }
     }

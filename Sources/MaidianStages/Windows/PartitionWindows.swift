@@ -1,21 +1,26 @@
 import MaidianEvents
 
-/// The aggregates of one window: key hash → aggregate, and the list in creation order.
+/// The aggregates of one window: text key hash → aggregate, the list in creation order, and the text keys.
 final class WindowAggregates {
     var table = HashTable64(capacity: 64)
     var list: [Int32] = []
+    /// The aggregates' `metrics.counts` keys, back to back (see `Aggregate.keyStart`).
+    var keys: [UInt8] = []
 }
 
 /// A window aggregate of one source partition: one future `metrics.counts` key.
 struct Aggregate {
-    var key: [UInt8]
-    var head: [UInt8]
     var windowEnd: Int64
     var count: Int64 = 0
     var users = UserSet()
     var isDwell: Bool
     var sum: Int64 = 0
     var durations = DurationDigest()
+    /// The tuple that created it: its output head is written from it when the window closes.
+    var tuple: AggregateTuple
+    /// Its key in its window's `keys`.
+    var keyStart: Int32
+    var keyCount: Int32
 }
 
 /// An open page visit. 24 bytes; with its share of the user's array, well under the 300-byte budget.

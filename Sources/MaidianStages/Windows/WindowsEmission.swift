@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import MaidianEvents
 import MaidianPipeline
 
@@ -181,14 +186,13 @@ extension WindowsStage {
         output.bytes.append(contentsOf: user.id)
         let valueStart = output.bytes.count
         JSONOut.appendRaw("{\"distinct_id\":", to: &output.bytes)
-        appendString(user.id, to: &output.bytes)
+        appendString(user.id[...], to: &output.bytes)
         return (keyStart, valueStart)
     }
 
-    private func appendString<C: Collection<UInt8>>(_ bytes: C, to out: inout [UInt8]) {
+    private func appendString(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
         out.append(0x22)
-        let array = Array(bytes)
-        array.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
+        bytes.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
         out.append(0x22)
     }
 
@@ -205,21 +209,38 @@ extension WindowsStage {
 
     /// Writes the partials of one window of the partition to the internal topic and forgets them.
     private func closeWindow(_ st: PartitionWindows, end: Int64, record: Int32, output: inout OutputBuffer) {
-        guard let list = st.windows.removeValue(forKey: end)?.list else { return }
-        let sorted = list.sorted { st.aggregates[Int($0)].key.lexicographicallyPrecedes(st.aggregates[Int($1)].key) }
-        for a in sorted {
-            let agg = st.aggregates[Int(a)]
-            let partial = PartialAggregate(
-                sourcePartition: st.partition, windowEnd: agg.windowEnd, head: agg.head, count: agg.count,
-                users: agg.users, isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations)
-            let keyStart = output.begin()
-            output.bytes.append(contentsOf: agg.key)
-            let valueStart = output.bytes.count
-            InternalMessage.partial(partial).encode(into: &output.bytes)
-            let target = Int32(truncatingIfNeeded: stableHash(agg.key) % UInt64(partialsPartitions))
-            output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
-            st.aggregates[Int(a)] = Aggregate(key: [], head: [], windowEnd: 0, isDwell: false)
-            st.freeAggregates.append(a)
+        guard let w = st.windows.removeValue(forKey: end) else { return }
+        let keys = w.keys
+        keys.withUnsafeBufferPointer { k in
+            let base = k.baseAddress!
+            // Output in key order (keys are distinct within a window).
+            let sorted = st.aggregates.withUnsafeBufferPointer { aggs in
+                w.list.sorted { x, y in
+                    let a = aggs[Int(x)], b = aggs[Int(y)]
+                    let n = min(Int(a.keyCount), Int(b.keyCount))
+                    let c = memcmp(base + Int(a.keyStart), base + Int(b.keyStart), n)
+                    return c != 0 ? c < 0 : a.keyCount < b.keyCount
+                }
+            }
+            for a in sorted {
+                let agg = st.aggregates[Int(a)]
+                let key = UnsafeBufferPointer(start: base + Int(agg.keyStart), count: Int(agg.keyCount))
+                headBuffer.removeAll(keepingCapacity: true)
+                appendHead(agg.tuple, to: &headBuffer)
+                let keyStart = output.begin()
+                output.bytes.append(contentsOf: key)
+                let valueStart = output.bytes.count
+                headBuffer.withUnsafeBytes {
+                    InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: $0, count: agg.count,
+                                                  users: agg.users, isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations,
+                                                  into: &output.bytes)
+                }
+                let target = Int32(truncatingIfNeeded: stableHash(key) % UInt64(partialsPartitions))
+                output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
+                st.aggregates[Int(a)].users = UserSet()
+                st.aggregates[Int(a)].durations = DurationDigest()
+                st.freeAggregates.append(a)
+            }
         }
     }
 

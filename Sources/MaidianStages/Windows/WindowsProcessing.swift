@@ -225,9 +225,9 @@ extension WindowsStage {
             info.key.append(0x3D)
             info.key.append(contentsOf: text)
             if info.json.count > 1 { info.json.append(0x2C) }
-            appendJSONString(name, to: &info.json)
+            appendJSONString(name[...], to: &info.json)
             info.json.append(0x3A)
-            appendJSONString(text, to: &info.json)
+            appendJSONString(text[...], to: &info.json)
         }
         info.json.append(0x7D)
         return info
@@ -244,7 +244,7 @@ extension WindowsStage {
         return visit
     }
 
-    private func appendJSONString(_ bytes: [UInt8], to out: inout [UInt8]) {
+    private func appendJSONString(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
         out.append(0x22)
         bytes.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
         out.append(0x22)
@@ -271,72 +271,28 @@ extension WindowsStage {
 
     /// The aggregate of a tuple not seen yet in its window: the one of its text key, created when new.
     func aggregate(_ st: PartitionWindows, _ tuple: AggregateTuple) -> Int32 {
-        let rule = Array(ruleTexts[tuple.rule])
-        let a: Int32
-        if tuple.metric == 2 {
-            a = aggregate(st, metric: "dwell", rule: rule, windowStart: tuple.windowStart, dimsKey: Array(dimsSets[tuple.dims]),
-                          dimsJSON: dimsHeads[Int(tuple.dims)], content: nil, contentPositions: (0, 1))
-        } else {
-            let info = dimsInfos[Int(tuple.dims)]
-            a = aggregate(st, metric: tuple.metric == 0 ? "pv" : "click", rule: rule, windowStart: tuple.windowStart,
-                          dimsKey: info.key, dimsJSON: info.json, content: tuple.content >= 0 ? Array(contents[tuple.content]) : nil,
-                          contentPositions: (info.keyContentPosition, info.jsonContentPosition))
-        }
-        st.addTuple(tuple, a)
-        return a
-    }
-
-    /// The aggregate of a text key, created with its output head when new.
-    private func aggregate(_ st: PartitionWindows, metric: StaticString, rule: [UInt8], windowStart: Int64,
-                           dimsKey: [UInt8], dimsJSON: [UInt8], content: [UInt8]?, contentPositions: (Int, Int)) -> Int32 {
         keyBuffer.removeAll(keepingCapacity: true)
-        JSONOut.appendRaw(metric, to: &keyBuffer)
-        keyBuffer.append(0x7C)
-        keyBuffer.append(contentsOf: rule)
-        keyBuffer.append(0x7C)
-        JSONOut.appendInt(windowStart, to: &keyBuffer)
-        keyBuffer.append(0x7C)
-        var dimsOut = dimsJSON
-        if let content {
-            // `content=` goes where "content" sorts among the dims names.
-            let kp = min(contentPositions.0, dimsKey.count), jp = min(contentPositions.1, dimsJSON.count - 1)
-            keyBuffer.append(contentsOf: dimsKey[..<kp])
-            if kp > 0 { keyBuffer.append(0x2C) }
-            JSONOut.appendRaw("content=", to: &keyBuffer)
-            keyBuffer.append(contentsOf: content)
-            if kp == 0 && kp < dimsKey.count { keyBuffer.append(0x2C) }
-            keyBuffer.append(contentsOf: dimsKey[kp...])
-            dimsOut = Array(dimsJSON[..<jp])
-            if jp > 1 { dimsOut.append(0x2C) }
-            JSONOut.appendRaw("\"content\":", to: &dimsOut)
-            appendJSONString(content, to: &dimsOut)
-            if jp == 1 && dimsJSON.count > 2 { dimsOut.append(0x2C) }
-            dimsOut.append(contentsOf: dimsJSON[jp...])
-        } else {
-            keyBuffer.append(contentsOf: dimsKey)
-        }
+        appendKey(tuple, to: &keyBuffer)
         var hasher = Hash64()
         keyBuffer.withUnsafeBufferPointer { hasher.add($0.baseAddress!, $0.count) }
         var h = hasher.value
-        let end = windowStart + window
-        if let w = st.windows[end] {
-            while let v = w.table.get(h) {
-                if st.aggregates[Int(v)].key == keyBuffer { return Int32(v) }
-                h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
+        let end = tuple.windowStart + window
+        let w: WindowAggregates
+        if let existing = st.windows[end] { w = existing } else { w = WindowAggregates(); st.windows[end] = w }
+        while let v = w.table.get(h) {
+            let other = st.aggregates[Int(v)]
+            let same = Int(other.keyCount) == keyBuffer.count && w.keys.withUnsafeBufferPointer { k in
+                keyBuffer.withUnsafeBufferPointer { memcmp(k.baseAddress! + Int(other.keyStart), $0.baseAddress!, $0.count) == 0 }
             }
+            if same {
+                st.addTuple(tuple, Int32(v))
+                return Int32(v)
+            }
+            h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
         }
-        var head: [UInt8] = []
-        JSONOut.appendRaw("{\"metric\":\"", to: &head)
-        JSONOut.appendRaw(metric, to: &head)
-        JSONOut.appendRaw("\",\"rule\":", to: &head)
-        appendJSONString(rule, to: &head)
-        JSONOut.appendRaw(",\"window_start\":", to: &head)
-        JSONOut.appendInt(windowStart, to: &head)
-        JSONOut.appendRaw(",\"window_end\":", to: &head)
-        JSONOut.appendInt(windowStart + window, to: &head)
-        JSONOut.appendRaw(",\"dims\":", to: &head)
-        head.append(contentsOf: dimsOut)
-        let agg = Aggregate(key: keyBuffer, head: head, windowEnd: windowStart + window, isDwell: metric.utf8Start[0] == 0x64)
+        let agg = Aggregate(windowEnd: end, isDwell: tuple.metric == 2, tuple: tuple,
+                            keyStart: Int32(w.keys.count), keyCount: Int32(keyBuffer.count))
+        w.keys.append(contentsOf: keyBuffer)
         let a: Int32
         if let free = st.freeAggregates.popLast() {
             a = free
@@ -345,11 +301,72 @@ extension WindowsStage {
             a = Int32(st.aggregates.count)
             st.aggregates.append(agg)
         }
-        let w: WindowAggregates
-        if let existing = st.windows[end] { w = existing } else { w = WindowAggregates(); st.windows[end] = w }
         w.table.set(h, Int64(a))
         w.list.append(a)
+        st.addTuple(tuple, a)
         return a
+    }
+
+    /// The metric, rule text, dims key and JSON, and content of a tuple.
+    private func parts(_ tuple: AggregateTuple) -> (metric: StaticString, rule: ArraySlice<UInt8>, dimsKey: ArraySlice<UInt8>,
+                                                     dimsJSON: [UInt8], content: ArraySlice<UInt8>?, positions: (Int, Int)) {
+        let rule = ruleTexts[tuple.rule]
+        if tuple.metric == 2 {
+            return ("dwell", rule, dimsSets[tuple.dims], dimsHeads[Int(tuple.dims)], nil, (0, 1))
+        }
+        let info = dimsInfos[Int(tuple.dims)]
+        return (tuple.metric == 0 ? "pv" : "click", rule, info.key[...], info.json,
+                tuple.content >= 0 ? contents[tuple.content] : nil, (info.keyContentPosition, info.jsonContentPosition))
+    }
+
+    /// `{metric}|{rule}|{window_start}|{dims}`, `content=` where "content" sorts among the dims names.
+    private func appendKey(_ tuple: AggregateTuple, to out: inout [UInt8]) {
+        let p = parts(tuple)
+        JSONOut.appendRaw(p.metric, to: &out)
+        out.append(0x7C)
+        out.append(contentsOf: p.rule)
+        out.append(0x7C)
+        JSONOut.appendInt(tuple.windowStart, to: &out)
+        out.append(0x7C)
+        let dimsKey = p.dimsKey
+        if let content = p.content {
+            let kp = dimsKey.startIndex + min(p.positions.0, dimsKey.count)
+            out.append(contentsOf: dimsKey[..<kp])
+            if kp > dimsKey.startIndex { out.append(0x2C) }
+            JSONOut.appendRaw("content=", to: &out)
+            out.append(contentsOf: content)
+            if kp == dimsKey.startIndex && kp < dimsKey.endIndex { out.append(0x2C) }
+            out.append(contentsOf: dimsKey[kp...])
+        } else {
+            out.append(contentsOf: dimsKey)
+        }
+    }
+
+    /// The output record of a tuple's aggregate up to its counts:
+    /// `{"metric":..,"rule":..,"window_start":..,"window_end":..,"dims":{..}`.
+    func appendHead(_ tuple: AggregateTuple, to out: inout [UInt8]) {
+        let p = parts(tuple)
+        JSONOut.appendRaw("{\"metric\":\"", to: &out)
+        JSONOut.appendRaw(p.metric, to: &out)
+        JSONOut.appendRaw("\",\"rule\":", to: &out)
+        appendJSONString(p.rule, to: &out)
+        JSONOut.appendRaw(",\"window_start\":", to: &out)
+        JSONOut.appendInt(tuple.windowStart, to: &out)
+        JSONOut.appendRaw(",\"window_end\":", to: &out)
+        JSONOut.appendInt(tuple.windowStart + window, to: &out)
+        JSONOut.appendRaw(",\"dims\":", to: &out)
+        let dimsJSON = p.dimsJSON
+        if let content = p.content {
+            let jp = min(p.positions.1, dimsJSON.count - 1)
+            out.append(contentsOf: dimsJSON[..<jp])
+            if jp > 1 { out.append(0x2C) }
+            JSONOut.appendRaw("\"content\":", to: &out)
+            appendJSONString(content, to: &out)
+            if jp == 1 && dimsJSON.count > 2 { out.append(0x2C) }
+            out.append(contentsOf: dimsJSON[jp...])
+        } else {
+            out.append(contentsOf: dimsJSON)
+        }
     }
 
     /// `{$element_path}-{$element_type}({position})_[{content}]` (SPEC section 3) into `identifier`.
