@@ -93,6 +93,7 @@ public final class WindowsStage: Stage, Repartitioning {
     let lateness: Int64
     let visitTimeout: Int64
     let trailMaxAge: Int64
+    let trailLength: Int
     /// Dims names in output order (sorted), with the slot where `content=` goes.
     let dimNames: [[UInt8]]
     let contentSlot: Int
@@ -121,6 +122,10 @@ public final class WindowsStage: Stage, Repartitioning {
     /// Dims identities (see `dimsIdentity`) and their forms.
     @exclusivity(unchecked) var dimsIdentities = Interner()
     @exclusivity(unchecked) var dimsInfos: [DimsInfo] = []
+    /// Aggregate combos (tuples without their window), by hash, with their key and head pieces.
+    @exclusivity(unchecked) var comboTable = HashTable64(capacity: 256)
+    @exclusivity(unchecked) var combos: [ComboPieces] = []
+    @exclusivity(unchecked) var comboBytes: [UInt8] = []
     /// Per `pagesText` number: whether the page is ignored (filled on demand).
     @exclusivity(unchecked) var pageIgnored: [Bool] = []
     /// Role names by `Hash64` of their bytes.
@@ -170,6 +175,7 @@ public final class WindowsStage: Stage, Repartitioning {
         lateness = config.lateness.milliseconds
         visitTimeout = config.visitTimeout.milliseconds
         trailMaxAge = config.trailMaxAge.milliseconds
+        trailLength = config.trailLength
         var dims = config.by.sorted()
         contentSlot = dims.firstIndex { $0 > "content" } ?? dims.count
         dims.insert("content", at: contentSlot)

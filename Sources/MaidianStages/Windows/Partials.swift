@@ -35,14 +35,16 @@ enum InternalMessage: Equatable {
         case .partial(let p):
             p.head.withUnsafeBytes {
                 Self.encodePartial(sourcePartition: p.sourcePartition, windowEnd: p.windowEnd, head: $0, count: p.count,
-                                   users: p.users, isDwell: p.isDwell, sumMs: p.sumMs, durations: p.durations, into: &out)
+                                   isDwell: p.isDwell, sumMs: p.sumMs, durations: p.durations, into: &out) { p.users.encode(into: &$0) }
             }
         }
     }
 
-    /// A partial's encoding from its parts (the windows stage writes them without building a `PartialAggregate`).
+    /// A partial's encoding from its parts (the windows stage writes them without building a `PartialAggregate`);
+    /// `users` writes the users part.
     static func encodePartial(sourcePartition: Int32, windowEnd: Int64, head: UnsafeRawBufferPointer, count: Int64,
-                              users: UserSet, isDwell: Bool, sumMs: Int64, durations: DurationDigest, into out: inout [UInt8]) {
+                              isDwell: Bool, sumMs: Int64, durations: DurationDigest, into out: inout [UInt8],
+                              users: (inout [UInt8]) -> Void) {
         out.append(Self.version)
         out.append(1)
         out.appendLE(sourcePartition)
@@ -50,14 +52,7 @@ enum InternalMessage: Equatable {
         out.appendLE(Int32(head.count))
         out.append(contentsOf: head)
         out.appendLE(count)
-        if users.isSketch {
-            out.append(1)
-            out.append(contentsOf: users.registers)
-        } else {
-            out.append(0)
-            out.appendLE(Int32(users.exact.count))
-            for h in users.exact.sorted() { out.appendLE(h) }
-        }
+        users(&out)
         out.append(isDwell ? 1 : 0)
         if isDwell {
             out.appendLE(sumMs)
@@ -159,8 +154,22 @@ struct ByteReader {
     }
 }
 
+extension UserSet {
+    /// The users part of a partial: a sketch's registers, or the exact hashes sorted.
+    func encode(into out: inout [UInt8]) {
+        if isSketch {
+            out.append(1)
+            out.append(contentsOf: registers)
+        } else {
+            out.append(0)
+            out.appendLE(Int32(exact.count))
+            for h in exact.sorted() { out.appendLE(h) }
+        }
+    }
+}
+
 extension Array where Element == UInt8 {
-    mutating func appendLE(_ v: UInt64) { for k in 0..<8 { append(UInt8(truncatingIfNeeded: v >> UInt64(8 * k))) } }
-    mutating func appendLE(_ v: Int64) { appendLE(UInt64(bitPattern: v)) }
-    mutating func appendLE(_ v: Int32) { for k in 0..<4 { append(UInt8(truncatingIfNeeded: UInt32(bitPattern: v) >> UInt32(8 * k))) } }
+    @inline(__always) mutating func appendLE(_ v: UInt64) { Swift.withUnsafeBytes(of: v.littleEndian) { append(contentsOf: $0) } }
+    @inline(__always) mutating func appendLE(_ v: Int64) { appendLE(UInt64(bitPattern: v)) }
+    @inline(__always) mutating func appendLE(_ v: Int32) { Swift.withUnsafeBytes(of: v.littleEndian) { append(contentsOf: $0) } }
 }

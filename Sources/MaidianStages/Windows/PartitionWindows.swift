@@ -12,15 +12,61 @@ final class WindowAggregates {
 struct Aggregate {
     var windowEnd: Int64
     var count: Int64 = 0
-    var users = UserSet()
+    var users = AggregateUsers()
     var isDwell: Bool
     var sum: Int64 = 0
     var durations = DurationDigest()
-    /// The tuple that created it: its output head is written from it when the window closes.
-    var tuple: AggregateTuple
+    /// The combo (`WindowsStage.combos`) and window start of the tuple that created it: its output head is
+    /// written from them when the window closes.
+    var combo: Int32
+    var windowStart: Int64
     /// Its key in its window's `keys`.
     var keyStart: Int32
     var keyCount: Int32
+}
+
+/// The distinct users of an aggregate: most have a handful, kept inline without a hash set; from the fifth
+/// on, a `UserSet` (the same set, so the same partial).
+struct AggregateUsers {
+    private var first: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    /// Users in `first`; -1 once they moved to `set`.
+    private var small = 0
+    private(set) var set = UserSet()
+
+    @inline(__always)
+    mutating func insert(_ h: UInt64) {
+        switch small {
+        case 0: first.0 = h
+        case 1: if first.0 == h { return }; first.1 = h
+        case 2: if first.0 == h || first.1 == h { return }; first.2 = h
+        case 3: if first.0 == h || first.1 == h || first.2 == h { return }; first.3 = h
+        case 4:
+            if first.0 == h || first.1 == h || first.2 == h || first.3 == h { return }
+            for x in [first.0, first.1, first.2, first.3, h] { set.insert(x) }
+            small = -1
+            return
+        default:
+            set.insert(h)
+            return
+        }
+        small += 1
+    }
+
+    /// Users part of a partial (as `InternalMessage` encodes a `UserSet`).
+    func encode(into out: inout [UInt8]) {
+        if small < 0 { set.encode(into: &out); return }
+        out.append(0)
+        out.appendLE(Int32(small))
+        var hashes = first
+        withUnsafeMutableBytes(of: &hashes) { raw in
+            let b = raw.bindMemory(to: UInt64.self)
+            for i in 1..<max(1, small) {  // insertion sort of at most four
+                var j = i
+                while j > 0 && b[j - 1] > b[j] { b.swapAt(j - 1, j); j -= 1 }
+            }
+            for i in 0..<small { out.appendLE(b[i]) }
+        }
+    }
 }
 
 /// An open page visit. 24 bytes; with its share of the user's array, well under the 300-byte budget.
@@ -43,7 +89,9 @@ struct UserState {
     var id: [UInt8]
     var hash: UInt64
     var visits: [Visit] = []
+    /// A ring once full: the oldest entry at `trailStart`.
     var trail: [TrailEntry] = []
+    var trailStart: Int32 = 0
     var lastTime: Int64
 }
 
@@ -130,6 +178,9 @@ struct AggregateTuple: Equatable {
     var dims: Int32
     var content: Int32
     var windowStart: Int64
+
+    /// The tuple without its window.
+    var combo: AggregateTuple { AggregateTuple(metric: metric, rule: rule, dims: dims, content: content, windowStart: 0) }
 
     @inline(__always) var hash: UInt64 {
         var h = Hash64()

@@ -108,9 +108,17 @@ extension WindowsStage {
     }
 
     private func addToTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent) {
-        guard config.trailLength > 0 else { return }
-        if st.users[Int(u)].trail.count >= config.trailLength { st.users[Int(u)].trail.removeFirst() }
-        st.users[Int(u)].trail.append(TrailEntry(time: e.time, event: e.event, page: e.page, element: e.element))
+        let length = trailLength
+        guard length > 0 else { return }
+        let entry = TrailEntry(time: e.time, event: e.event, page: e.page, element: e.element)
+        if st.users[Int(u)].trail.count < length {
+            st.users[Int(u)].trail.append(entry)
+        } else {
+            // Full: the oldest entry makes room.
+            let oldest = Int(st.users[Int(u)].trailStart)
+            st.users[Int(u)].trail[oldest] = entry
+            st.users[Int(u)].trailStart = Int32(oldest + 1 == length ? 0 : oldest + 1)
+        }
     }
 
     /// A closed visit: its `metrics.dwell` record, and for `leave` and `app_end` its share of the dwell
@@ -161,7 +169,10 @@ extension WindowsStage {
         if e.appVersion >= 0 { appendString(pagesText[e.appVersion], to: &output.bytes) } else { JSONOut.appendRaw("null", to: &output.bytes) }
         JSONOut.appendRaw(",\"trail\":[", to: &output.bytes)
         var first = true
-        for t in user.trail where t.time >= e.time &- trailMaxAge {
+        let n = user.trail.count, start = Int(user.trailStart)
+        for k in 0..<n {
+            let t = user.trail[start + k < n ? start + k : start + k - n]
+            guard t.time >= e.time &- trailMaxAge else { continue }
             if !first { output.bytes.append(0x2C) }
             first = false
             JSONOut.appendRaw("{\"time\":", to: &output.bytes)
@@ -213,35 +224,35 @@ extension WindowsStage {
         let keys = w.keys
         keys.withUnsafeBufferPointer { k in
             let base = k.baseAddress!
-            // Output in key order (keys are distinct within a window).
-            let sorted = st.aggregates.withUnsafeBufferPointer { aggs in
-                w.list.sorted { x, y in
+            st.aggregates.withUnsafeMutableBufferPointer { aggs in
+                // Output in key order (keys are distinct within a window).
+                let sorted = w.list.sorted { x, y in
                     let a = aggs[Int(x)], b = aggs[Int(y)]
                     let n = min(Int(a.keyCount), Int(b.keyCount))
                     let c = memcmp(base + Int(a.keyStart), base + Int(b.keyStart), n)
                     return c != 0 ? c < 0 : a.keyCount < b.keyCount
                 }
-            }
-            for a in sorted {
-                let agg = st.aggregates[Int(a)]
-                let key = UnsafeBufferPointer(start: base + Int(agg.keyStart), count: Int(agg.keyCount))
-                headBuffer.removeAll(keepingCapacity: true)
-                appendHead(agg.tuple, to: &headBuffer)
-                let keyStart = output.begin()
-                output.bytes.append(contentsOf: key)
-                let valueStart = output.bytes.count
-                headBuffer.withUnsafeBytes {
-                    InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: $0, count: agg.count,
-                                                  users: agg.users, isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations,
-                                                  into: &output.bytes)
+                for a in sorted {
+                    let key = UnsafeBufferPointer(start: base + Int(aggs[Int(a)].keyStart), count: Int(aggs[Int(a)].keyCount))
+                    headBuffer.removeAll(keepingCapacity: true)
+                    appendHead(aggs[Int(a)], to: &headBuffer)
+                    let keyStart = output.begin()
+                    output.bytes.append(contentsOf: key)
+                    let valueStart = output.bytes.count
+                    headBuffer.withUnsafeBytes { head in
+                        let agg = aggs[Int(a)]
+                        InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
+                                                      isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations,
+                                                      into: &output.bytes) { agg.users.encode(into: &$0) }
+                    }
+                    let target = Int32(truncatingIfNeeded: stableHash(key) % UInt64(partialsPartitions))
+                    output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
+                    aggs[Int(a)].users = AggregateUsers()
+                    aggs[Int(a)].durations = DurationDigest()
                 }
-                let target = Int32(truncatingIfNeeded: stableHash(key) % UInt64(partialsPartitions))
-                output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
-                st.aggregates[Int(a)].users = UserSet()
-                st.aggregates[Int(a)].durations = DurationDigest()
-                st.freeAggregates.append(a)
             }
         }
+        st.freeAggregates.append(contentsOf: w.list)
     }
 
     func sendProgress(_ st: PartitionWindows, _ watermark: Int64, idle: Bool, record: Int32, output: inout OutputBuffer) {

@@ -17,6 +17,15 @@ struct DimsInfo {
     var visitDims: Int32 = -1
 }
 
+/// An aggregate tuple without its window, with the pieces of its key and head in `WindowsStage.comboBytes`.
+struct ComboPieces {
+    var combo: AggregateTuple
+    var keyPrefix: Range<Int>
+    var keySuffix: Range<Int>
+    var headPrefix: Range<Int>
+    var headDims: Range<Int>
+}
+
 extension WindowsStage {
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         wire(&output)
@@ -271,28 +280,38 @@ extension WindowsStage {
 
     /// The aggregate of a tuple not seen yet in its window: the one of its text key, created when new.
     func aggregate(_ st: PartitionWindows, _ tuple: AggregateTuple) -> Int32 {
-        keyBuffer.removeAll(keepingCapacity: true)
-        appendKey(tuple, to: &keyBuffer)
-        var hasher = Hash64()
-        keyBuffer.withUnsafeBufferPointer { hasher.add($0.baseAddress!, $0.count) }
-        var h = hasher.value
+        let c = combo(tuple)
+        let pieces = combos[Int(c)]
         let end = tuple.windowStart + window
         let w: WindowAggregates
         if let existing = st.windows[end] { w = existing } else { w = WindowAggregates(); st.windows[end] = w }
+        // The key goes to the window's arena; it stays there only for a new aggregate.
+        let keyStart = w.keys.count
+        comboBytes.withUnsafeBufferPointer { b in
+            w.keys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keyPrefix]))
+            JSONOut.appendInt(tuple.windowStart, to: &w.keys)
+            w.keys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keySuffix]))
+        }
+        let keyCount = w.keys.count - keyStart
+        var h = w.keys.withUnsafeBufferPointer { k in
+            var hasher = Hash64()
+            hasher.add(k.baseAddress! + keyStart, keyCount)
+            return hasher.value
+        }
         while let v = w.table.get(h) {
             let other = st.aggregates[Int(v)]
-            let same = Int(other.keyCount) == keyBuffer.count && w.keys.withUnsafeBufferPointer { k in
-                keyBuffer.withUnsafeBufferPointer { memcmp(k.baseAddress! + Int(other.keyStart), $0.baseAddress!, $0.count) == 0 }
+            let same = Int(other.keyCount) == keyCount && w.keys.withUnsafeBufferPointer { k in
+                memcmp(k.baseAddress! + Int(other.keyStart), k.baseAddress! + keyStart, keyCount) == 0
             }
             if same {
+                w.keys.removeLast(keyCount)
                 st.addTuple(tuple, Int32(v))
                 return Int32(v)
             }
             h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
         }
-        let agg = Aggregate(windowEnd: end, isDwell: tuple.metric == 2, tuple: tuple,
-                            keyStart: Int32(w.keys.count), keyCount: Int32(keyBuffer.count))
-        w.keys.append(contentsOf: keyBuffer)
+        let agg = Aggregate(windowEnd: end, isDwell: tuple.metric == 2, combo: c, windowStart: tuple.windowStart,
+                            keyStart: Int32(keyStart), keyCount: Int32(keyCount))
         let a: Int32
         if let free = st.freeAggregates.popLast() {
             a = free
@@ -307,65 +326,94 @@ extension WindowsStage {
         return a
     }
 
-    /// The metric, rule text, dims key and JSON, and content of a tuple.
-    private func parts(_ tuple: AggregateTuple) -> (metric: StaticString, rule: ArraySlice<UInt8>, dimsKey: ArraySlice<UInt8>,
-                                                     dimsJSON: [UInt8], content: ArraySlice<UInt8>?, positions: (Int, Int)) {
-        let rule = ruleTexts[tuple.rule]
-        if tuple.metric == 2 {
-            return ("dwell", rule, dimsSets[tuple.dims], dimsHeads[Int(tuple.dims)], nil, (0, 1))
+    /// The number of a tuple's combo (the tuple without its window), with its key and head pieces.
+    private func combo(_ tuple: AggregateTuple) -> Int32 {
+        let combo = tuple.combo
+        var h = combo.hash
+        while let v = comboTable.get(h) {
+            if combos[Int(v)].combo == combo { return Int32(v) }
+            h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
         }
-        let info = dimsInfos[Int(tuple.dims)]
-        return (tuple.metric == 0 ? "pv" : "click", rule, info.key[...], info.json,
-                tuple.content >= 0 ? contents[tuple.content] : nil, (info.keyContentPosition, info.jsonContentPosition))
+        let c = Int32(combos.count)
+        comboTable.set(h, Int64(c))
+        combos.append(makePieces(combo))
+        return c
     }
 
-    /// `{metric}|{rule}|{window_start}|{dims}`, `content=` where "content" sorts among the dims names.
-    private func appendKey(_ tuple: AggregateTuple, to out: inout [UInt8]) {
-        let p = parts(tuple)
-        JSONOut.appendRaw(p.metric, to: &out)
-        out.append(0x7C)
-        out.append(contentsOf: p.rule)
-        out.append(0x7C)
-        JSONOut.appendInt(tuple.windowStart, to: &out)
-        out.append(0x7C)
-        let dimsKey = p.dimsKey
-        if let content = p.content {
-            let kp = dimsKey.startIndex + min(p.positions.0, dimsKey.count)
-            out.append(contentsOf: dimsKey[..<kp])
-            if kp > dimsKey.startIndex { out.append(0x2C) }
-            JSONOut.appendRaw("content=", to: &out)
-            out.append(contentsOf: content)
-            if kp == dimsKey.startIndex && kp < dimsKey.endIndex { out.append(0x2C) }
-            out.append(contentsOf: dimsKey[kp...])
+    /// Key `{metric}|{rule}|` + window start + `|{dims}` (`content=` where "content" sorts among the dims
+    /// names); head `{"metric":..,"rule":..,"window_start":` + window start + `,"window_end":` + window end +
+    /// `,"dims":` + dims JSON.
+    private func makePieces(_ combo: AggregateTuple) -> ComboPieces {
+        let rule = ruleTexts[combo.rule]
+        let metric: StaticString, dimsKey: ArraySlice<UInt8>, dimsJSON: [UInt8], content: ArraySlice<UInt8>?
+        var positions = (0, 1)
+        if combo.metric == 2 {
+            (metric, dimsKey, dimsJSON, content) = ("dwell", dimsSets[combo.dims], dimsHeads[Int(combo.dims)], nil)
         } else {
-            out.append(contentsOf: dimsKey)
+            let info = dimsInfos[Int(combo.dims)]
+            (metric, dimsKey, dimsJSON) = (combo.metric == 0 ? "pv" : "click", info.key[...], info.json)
+            content = combo.content >= 0 ? contents[combo.content] : nil
+            positions = (info.keyContentPosition, info.jsonContentPosition)
         }
+        func piece(_ build: (inout [UInt8]) -> Void) -> Range<Int> {
+            let start = comboBytes.count
+            build(&comboBytes)
+            return start..<comboBytes.count
+        }
+        let keyPrefix = piece { out in
+            JSONOut.appendRaw(metric, to: &out)
+            out.append(0x7C)
+            out.append(contentsOf: rule)
+            out.append(0x7C)
+        }
+        let keySuffix = piece { out in
+            out.append(0x7C)
+            if let content {
+                let kp = dimsKey.startIndex + min(positions.0, dimsKey.count)
+                out.append(contentsOf: dimsKey[..<kp])
+                if kp > dimsKey.startIndex { out.append(0x2C) }
+                JSONOut.appendRaw("content=", to: &out)
+                out.append(contentsOf: content)
+                if kp == dimsKey.startIndex && kp < dimsKey.endIndex { out.append(0x2C) }
+                out.append(contentsOf: dimsKey[kp...])
+            } else {
+                out.append(contentsOf: dimsKey)
+            }
+        }
+        let headPrefix = piece { out in
+            JSONOut.appendRaw("{\"metric\":\"", to: &out)
+            JSONOut.appendRaw(metric, to: &out)
+            JSONOut.appendRaw("\",\"rule\":", to: &out)
+            appendJSONString(rule, to: &out)
+            JSONOut.appendRaw(",\"window_start\":", to: &out)
+        }
+        let headDims = piece { out in
+            if let content {
+                let jp = min(positions.1, dimsJSON.count - 1)
+                out.append(contentsOf: dimsJSON[..<jp])
+                if jp > 1 { out.append(0x2C) }
+                JSONOut.appendRaw("\"content\":", to: &out)
+                appendJSONString(content, to: &out)
+                if jp == 1 && dimsJSON.count > 2 { out.append(0x2C) }
+                out.append(contentsOf: dimsJSON[jp...])
+            } else {
+                out.append(contentsOf: dimsJSON)
+            }
+        }
+        return ComboPieces(combo: combo, keyPrefix: keyPrefix, keySuffix: keySuffix, headPrefix: headPrefix, headDims: headDims)
     }
 
-    /// The output record of a tuple's aggregate up to its counts:
+    /// The output record of an aggregate up to its counts:
     /// `{"metric":..,"rule":..,"window_start":..,"window_end":..,"dims":{..}`.
-    func appendHead(_ tuple: AggregateTuple, to out: inout [UInt8]) {
-        let p = parts(tuple)
-        JSONOut.appendRaw("{\"metric\":\"", to: &out)
-        JSONOut.appendRaw(p.metric, to: &out)
-        JSONOut.appendRaw("\",\"rule\":", to: &out)
-        appendJSONString(p.rule, to: &out)
-        JSONOut.appendRaw(",\"window_start\":", to: &out)
-        JSONOut.appendInt(tuple.windowStart, to: &out)
-        JSONOut.appendRaw(",\"window_end\":", to: &out)
-        JSONOut.appendInt(tuple.windowStart + window, to: &out)
-        JSONOut.appendRaw(",\"dims\":", to: &out)
-        let dimsJSON = p.dimsJSON
-        if let content = p.content {
-            let jp = min(p.positions.1, dimsJSON.count - 1)
-            out.append(contentsOf: dimsJSON[..<jp])
-            if jp > 1 { out.append(0x2C) }
-            JSONOut.appendRaw("\"content\":", to: &out)
-            appendJSONString(content, to: &out)
-            if jp == 1 && dimsJSON.count > 2 { out.append(0x2C) }
-            out.append(contentsOf: dimsJSON[jp...])
-        } else {
-            out.append(contentsOf: dimsJSON)
+    func appendHead(_ agg: Aggregate, to out: inout [UInt8]) {
+        let pieces = combos[Int(agg.combo)]
+        comboBytes.withUnsafeBufferPointer { b in
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.headPrefix]))
+            JSONOut.appendInt(agg.windowStart, to: &out)
+            JSONOut.appendRaw(",\"window_end\":", to: &out)
+            JSONOut.appendInt(agg.windowEnd, to: &out)
+            JSONOut.appendRaw(",\"dims\":", to: &out)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.headDims]))
         }
     }
 
