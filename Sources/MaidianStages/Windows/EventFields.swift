@@ -5,6 +5,38 @@ import Darwin
 #endif
 import MaidianEvents
 
+/// Whether `n` bytes at `a` and `b` are equal: inline words for the short names and texts compared per event
+/// (a `memcmp` call costs more than the comparison).
+@inline(__always) func bytesEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+    let ra = UnsafeRawPointer(a), rb = UnsafeRawPointer(b)
+    var i = 0
+    while i &+ 8 <= n {
+        if ra.loadUnaligned(fromByteOffset: i, as: UInt64.self) != rb.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+        i &+= 8
+    }
+    while i < n {
+        if a[i] != b[i] { return false }
+        i &+= 1
+    }
+    return true
+}
+
+/// Whether `n` bytes at `p` hold a backslash.
+@inline(__always) func hasBackslash(_ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+    let raw = UnsafeRawPointer(p)
+    var i = 0
+    while i &+ 8 <= n {
+        let x = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ 0x5C5C_5C5C_5C5C_5C5C
+        if (x &- 0x0101_0101_0101_0101) & ~x & 0x8080_8080_8080_8080 != 0 { return true }
+        i &+= 8
+    }
+    while i < n {
+        if p[i] == 0x5C { return true }
+        i &+= 1
+    }
+    return false
+}
+
 /// The arenas of a batch the windows stage reads, as buffer pointers: the per-event path then costs no
 /// array access checks, retains or uniqueness checks. Valid only inside `EventBatch.withWindowsView`.
 struct BatchView {
@@ -43,7 +75,7 @@ struct BatchView {
         let lo = Int(span.start) &+ 1, hi = Int(span.end) &- 1
         guard hi > lo else { return Text(base: nil, count: 0, escaped: false) }
         let base = arena.baseAddress! + lo
-        return Text(base: base, count: hi &- lo, escaped: memchr(base, 0x5C, hi &- lo) != nil)
+        return Text(base: base, count: hi &- lo, escaped: hasBackslash(base, hi &- lo))
     }
 
     /// A kept property's value as text: a string's content, a number's or boolean's JSON text; nil for other
@@ -141,8 +173,13 @@ final class PropertyFinder {
     /// Names of length `l` are `byLength[lengthStart[l] ..< lengthStart[l + 1]]` (lengths up to 255).
     private let lengthStart: UnsafeMutablePointer<Int32>
     private let byLength: UnsafeMutablePointer<Int32>
+    /// Per name length: the bits of the names of that length (all bits when there are more than 64 names),
+    /// so a property whose length only fits names no longer looked for is skipped without reading its name.
+    private let lengthBits: UnsafeMutablePointer<UInt64>
     /// `alternative[n]`: a name no longer needed once name `n` has a text value (-1: none).
     private let alternative: UnsafeMutablePointer<Int>
+    /// Per name (up to 64): its `KnownProperty` bit, or 0: a name whose bit an event lacks is not looked for.
+    private let knownBits: UnsafeMutablePointer<UInt64>
     /// `found`: the property index of each name, or -1 (reused for every event).
     let found: UnsafeMutablePointer<Int>
 
@@ -166,16 +203,26 @@ final class PropertyFinder {
             for (n, name) in self.names.enumerated() where name.count == l { byLength[k] = Int32(n); k += 1 }
         }
         lengthStart[256] = Int32(k)
+        lengthBits = .allocate(capacity: 256)
+        lengthBits.initialize(repeating: 0, count: 256)
+        for (n, name) in self.names.enumerated() where name.count < 256 {
+            lengthBits[name.count] |= n < 64 && count <= 64 ? 1 << UInt64(n) : UInt64.max
+        }
         alternative = .allocate(capacity: max(1, count))
         alternative.initialize(repeating: -1, count: max(1, count))
         for (n, m) in alternatives { alternative[n] = m }
         found = .allocate(capacity: max(1, count))
         found.initialize(repeating: -1, count: max(1, count))
+        knownBits = .allocate(capacity: 64)
+        knownBits.initialize(repeating: 0, count: 64)
+        for (n, name) in self.names.enumerated() where n < 64 {
+            if let k = KnownProperty.allCases.first(where: { k in k.name.withUTF8Buffer { Array($0) } == name }) { knownBits[n] = k.bit }
+        }
     }
 
     deinit {
         flat.deallocate(); offsets.deallocate(); lengthStart.deallocate(); byLength.deallocate()
-        alternative.deallocate(); found.deallocate()
+        alternative.deallocate(); found.deallocate(); knownBits.deallocate(); lengthBits.deallocate()
     }
 
     /// `found[n]` becomes the property index of `names[n]` in event `ev`, or -1, for at least the names whose
@@ -185,20 +232,27 @@ final class PropertyFinder {
         for k in 0..<count { found[k] = -1 }
         // Without a bit per name, never stop early.
         var remaining = count > 64 ? UInt64.max : wanted
+        var w = remaining & (count > 64 ? 0 : UInt64.max)
+        while w != 0 {
+            let n = w.trailingZeroBitCount
+            let bit = knownBits[n]
+            if bit != 0 && ev.known & bit == 0 { remaining &= ~(1 << UInt64(n)) }
+            w &= w &- 1
+        }
         if remaining == 0 { return }
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         let json = v.json.baseAddress!
         for k in lo..<hi {
             let p = v.properties[k]
             let n = p.name.count
-            guard p.fix != .drop, n < 256 else { continue }
+            guard n < 256, lengthBits[n] & remaining != 0, p.fix != .drop else { continue }
             let s = Int(lengthStart[n]), e = Int(lengthStart[n + 1])
-            if s == e { continue }
             let name = json + Int(p.name.start)
             // No break on a match: a name may be wanted twice (`by: [app_version]` reads `$app_version` again).
             for c in s..<e {
                 let idx = Int(byLength[c])
-                guard found[idx] < 0, memcmp(name, flat + offsets[idx], n) == 0 else { continue }
+                guard idx >= 64 || remaining & (1 << UInt64(idx)) != 0, found[idx] < 0,
+                      bytesEqual(name, flat + offsets[idx], n) else { continue }
                 found[idx] = k
                 if idx < 64 { remaining &= ~(1 << UInt64(idx)) }
                 let alt = alternative[idx]
@@ -245,7 +299,7 @@ struct Interner {
         let s = spans[i]
         guard s.count == bytes.count else { return false }
         if s.count == 0 { return true }
-        return storage.withUnsafeBufferPointer { st in memcmp(st.baseAddress! + s.start, bytes.baseAddress!, s.count) == 0 }
+        return storage.withUnsafeBufferPointer { st in bytesEqual(st.baseAddress! + s.start, bytes.baseAddress!, s.count) }
     }
 
     subscript(_ i: Int32) -> ArraySlice<UInt8> {

@@ -207,6 +207,8 @@ final class PartitionWindows {
     @exclusivity(unchecked) var tupleTable = HashTable64(capacity: 256)
     @exclusivity(unchecked) var tuples: [AggregateTuple] = []
     @exclusivity(unchecked) var tupleAggregates: [Int32] = []
+    @exclusivity(unchecked) var lastWindow: WindowAggregates?
+    @exclusivity(unchecked) var lastWindowEnd: Int64 = 0
 
     /// distinct_id hash → index in `users`.
     @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
@@ -232,6 +234,17 @@ final class PartitionWindows {
 
     var watermark: Int64? { maxTime }
 
+    /// The window ending at `end`, created when new (the last one asked for is kept at hand).
+    @inline(__always)
+    func window(end: Int64) -> WindowAggregates {
+        if let w = lastWindow, lastWindowEnd == end { return w }
+        let w: WindowAggregates
+        if let existing = windows[end] { w = existing } else { w = WindowAggregates(); windows[end] = w }
+        lastWindow = w
+        lastWindowEnd = end
+        return w
+    }
+
     /// The aggregate of `tuple`, or -1.
     @inline(__always)
     func aggregate(_ tuple: AggregateTuple) -> Int32 {
@@ -254,6 +267,7 @@ final class PartitionWindows {
 
     /// Forgets the tuples of windows no longer open (after `windows` lost some).
     func dropClosedTuples(window: Int64) {
+        lastWindow = nil
         let oldTuples = tuples, oldAggregates = tupleAggregates
         tuples.removeAll(keepingCapacity: true)
         tupleAggregates.removeAll(keepingCapacity: true)

@@ -125,8 +125,7 @@ extension WindowsStage {
     /// aggregates of each page rule of the visit, in the window of the leave time.
     private func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, record: Int32, output: inout OutputBuffer) {
         visitsCounter.add()
-        let user = st.users[Int(u)]
-        let (keyStart, valueStart) = beginUserRecord(user, &output)
+        let (keyStart, valueStart) = beginUserRecord(st, u, &output)
         JSONOut.appendRaw(",\"page\":", to: &output.bytes)
         appendString(pagesText[v.page], to: &output.bytes)
         JSONOut.appendRaw(",\"rules\":", to: &output.bytes)
@@ -153,7 +152,7 @@ extension WindowsStage {
             var a = st.aggregate(tuple)
             if a < 0 { a = aggregate(st, tuple) }
             st.aggregates[Int(a)].count += 1
-            st.aggregates[Int(a)].users.insert(user.hash)
+            st.aggregates[Int(a)].users.insert(st.users[Int(u)].hash)
             st.aggregates[Int(a)].sum += duration
             st.aggregates[Int(a)].durations.add(duration)
         }
@@ -162,7 +161,7 @@ extension WindowsStage {
     private func writeTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent, record: Int32, output: inout OutputBuffer) {
         trailsCounter.add()
         let user = st.users[Int(u)]
-        let (keyStart, valueStart) = beginUserRecord(user, &output)
+        let (keyStart, valueStart) = beginUserRecord(st, u, &output)
         JSONOut.appendRaw(",\"crash_time\":", to: &output.bytes)
         JSONOut.appendInt(e.time, to: &output.bytes)
         JSONOut.appendRaw(",\"app_version\":", to: &output.bytes)
@@ -192,12 +191,16 @@ extension WindowsStage {
     }
 
     /// Starts a record keyed by the user's `distinct_id` whose value opens with `{"distinct_id":...`.
-    private func beginUserRecord(_ user: UserState, _ output: inout OutputBuffer) -> (Int, Int) {
+    private func beginUserRecord(_ st: PartitionWindows, _ u: Int32, _ output: inout OutputBuffer) -> (Int, Int) {
         let keyStart = output.begin()
-        output.bytes.append(contentsOf: user.id)
-        let valueStart = output.bytes.count
-        JSONOut.appendRaw("{\"distinct_id\":", to: &output.bytes)
-        appendString(user.id[...], to: &output.bytes)
+        let valueStart = st.users[Int(u)].id.withUnsafeBytes { id in
+            output.bytes.append(contentsOf: id)
+            let valueStart = output.bytes.count
+            JSONOut.appendRaw("{\"distinct_id\":\"", to: &output.bytes)
+            JSONOut.appendEscaped(id, to: &output.bytes)
+            output.bytes.append(0x22)
+            return valueStart
+        }
         return (keyStart, valueStart)
     }
 
@@ -220,6 +223,7 @@ extension WindowsStage {
 
     /// Writes the partials of one window of the partition to the internal topic and forgets them.
     private func closeWindow(_ st: PartitionWindows, end: Int64, record: Int32, output: inout OutputBuffer) {
+        st.lastWindow = nil
         guard let w = st.windows.removeValue(forKey: end) else { return }
         let keys = w.keys
         keys.withUnsafeBufferPointer { k in

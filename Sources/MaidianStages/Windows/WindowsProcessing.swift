@@ -171,7 +171,7 @@ extension WindowsStage {
         }
         if let entry = roleByHash.get(h) {
             let e = roleEntries[Int(entry)]
-            if e.count == name.count && memcmp(p, e.name, e.count) == 0 { return (e.role, e.event) }
+            if e.count == name.count && bytesEqual(p, e.name, e.count) { return (e.role, e.event) }
         }
         guard roleHashCollisions else { return (-1, -1) }
         for e in roleEntries where e.count == name.count && memcmp(p, e.name, e.count) == 0 { return (e.role, e.event) }
@@ -283,8 +283,7 @@ extension WindowsStage {
         let c = combo(tuple)
         let pieces = combos[Int(c)]
         let end = tuple.windowStart + window
-        let w: WindowAggregates
-        if let existing = st.windows[end] { w = existing } else { w = WindowAggregates(); st.windows[end] = w }
+        let w = st.window(end: end)
         // The key goes to the window's arena; it stays there only for a new aggregate.
         let keyStart = w.keys.count
         comboBytes.withUnsafeBufferPointer { b in
