@@ -92,7 +92,6 @@ struct UserState {
     /// A ring once full: the oldest entry at `trailStart`.
     var trail: [TrailEntry] = []
     var trailStart: Int32 = 0
-    var lastTime: Int64
 }
 
 enum Role: UInt8 {
@@ -213,6 +212,9 @@ final class PartitionWindows {
     /// distinct_id hash → index in `users`.
     @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
     @exclusivity(unchecked) var users: [UserState] = []
+    /// Per user: the newest event time taken (a user with events still pending is not forgotten). Beside
+    /// `users`, so the per-event update reads a small dense array.
+    @exclusivity(unchecked) var lastTimes: [Int64] = []
     @exclusivity(unchecked) var freeUsers: [Int32] = []
     @exclusivity(unchecked) var pending = PendingHeap()
 
@@ -283,14 +285,16 @@ final class PartitionWindows {
     }
 
     private func newUser(hash: UInt64, id: [UInt8], time: Int64) -> Int32 {
-        let state = UserState(id: id, hash: hash, lastTime: time)
+        let state = UserState(id: id, hash: hash)
         let u: Int32
         if let free = freeUsers.popLast() {
             u = free
             users[Int(u)] = state
+            lastTimes[Int(u)] = time
         } else {
             u = Int32(users.count)
             users.append(state)
+            lastTimes.append(time)
         }
         userByHash.set(hash, Int64(u))
         return u
@@ -308,8 +312,9 @@ final class PartitionWindows {
         var removed = false
         for u in liveUsers {
             let s = users[Int(u)]
-            if s.visits.isEmpty && s.lastTime < before {
-                users[Int(u)] = UserState(id: [], hash: 0, lastTime: .min)
+            if s.visits.isEmpty && lastTimes[Int(u)] < before {
+                users[Int(u)] = UserState(id: [], hash: 0)
+                lastTimes[Int(u)] = .min
                 freeUsers.append(u)
                 removed = true
             }

@@ -91,7 +91,7 @@ extension WindowsStage {
             closeAll(st, u, by: "crash", at: e.time, record: record, output: &output)
             writeTrail(st, u, e, record: record, output: &output)
         }
-        if st.users[Int(u)].lastTime < e.time { st.users[Int(u)].lastTime = e.time }
+        if st.lastTimes[Int(u)] < e.time { st.lastTimes[Int(u)] = e.time }
     }
 
     private func closeAll(_ st: PartitionWindows, _ u: Int32, by: StaticString, at time: Int64?, record: Int32, output: inout OutputBuffer) {

@@ -119,7 +119,7 @@ extension WindowsStage {
             v.appendDistinctID(ev, to: &id)
             return id
         }, time: ev.time)
-        if st.users[Int(u)].lastTime < ev.time { st.users[Int(u)].lastTime = ev.time }
+        if st.lastTimes[Int(u)] < ev.time { st.lastTimes[Int(u)] = ev.time }
         st.seq += 1
         st.pending.push(PendingEvent(
             time: ev.time, seq: st.seq, user: u, role: role, page: page, element: element, event: event,
