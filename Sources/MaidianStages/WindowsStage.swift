@@ -126,6 +126,10 @@ public final class WindowsStage: Stage, Repartitioning {
     @exclusivity(unchecked) var comboTable = HashTable64(capacity: 256)
     @exclusivity(unchecked) var combos: [ComboPieces] = []
     @exclusivity(unchecked) var comboBytes: [UInt8] = []
+    /// Visit record heads by (page, rule set): see `visitHead`.
+    @exclusivity(unchecked) var visitHeads = HashTable64(capacity: 64)
+    @exclusivity(unchecked) var visitHeadBytes: [UInt8] = []
+    @exclusivity(unchecked) var visitHeadSpans: [Range<Int>] = []
     /// Per `pagesText` number: whether the page is ignored (filled on demand).
     @exclusivity(unchecked) var pageIgnored: [Bool] = []
     /// Role names by `Hash64` of their bytes.

@@ -121,16 +121,29 @@ extension WindowsStage {
         }
     }
 
+    /// `,"page":..,"rules":[..],"enter_time":` of a visit's record, written once per page and rule set.
+    private func visitHead(page: Int32, rules: Int32) -> Range<Int> {
+        // Multiplying by an odd constant is one-to-one: the table key is the pair itself.
+        let key = (UInt64(UInt32(bitPattern: page)) << 32 | UInt64(UInt32(bitPattern: rules))) &* 0x9E37_79B9_7F4A_7C15
+        if let i = visitHeads.get(key) { return visitHeadSpans[Int(i)] }
+        let start = visitHeadBytes.count
+        JSONOut.appendRaw(",\"page\":", to: &visitHeadBytes)
+        appendString(pagesText[page], to: &visitHeadBytes)
+        JSONOut.appendRaw(",\"rules\":", to: &visitHeadBytes)
+        visitHeadBytes.append(contentsOf: ruleSets[rules])
+        JSONOut.appendRaw(",\"enter_time\":", to: &visitHeadBytes)
+        visitHeads.set(key, Int64(visitHeadSpans.count))
+        visitHeadSpans.append(start..<visitHeadBytes.count)
+        return start..<visitHeadBytes.count
+    }
+
     /// A closed visit: its `metrics.dwell` record, and for `leave` and `app_end` its share of the dwell
     /// aggregates of each page rule of the visit, in the window of the leave time.
     private func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, record: Int32, output: inout OutputBuffer) {
         visitsCounter.add()
         let (keyStart, valueStart) = beginUserRecord(st, u, &output)
-        JSONOut.appendRaw(",\"page\":", to: &output.bytes)
-        appendString(pagesText[v.page], to: &output.bytes)
-        JSONOut.appendRaw(",\"rules\":", to: &output.bytes)
-        output.bytes.append(contentsOf: ruleSets[v.rules])
-        JSONOut.appendRaw(",\"enter_time\":", to: &output.bytes)
+        let head = visitHead(page: v.page, rules: v.rules)
+        visitHeadBytes.withUnsafeBufferPointer { output.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[head])) }
         JSONOut.appendInt(v.enter, to: &output.bytes)
         if let time {
             JSONOut.appendRaw(",\"leave_time\":", to: &output.bytes)
