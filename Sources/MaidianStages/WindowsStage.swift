@@ -100,9 +100,6 @@ public final class WindowsStage: Stage, Repartitioning {
     /// Index in `dimNames` of `app_version` (read from `lib` when properties lack it), or -1.
     let appVersionSlot: Int
     let finder: PropertyFinder
-    let roleNames: [[[UInt8]]]
-    /// `eventNames` numbers of `roleNames`.
-    var roleEventIDs: [[Int32]] = []
     let ignored: [[UInt8]]
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
@@ -197,9 +194,9 @@ public final class WindowsStage: Stage, Repartitioning {
         for n in fixed.count..<(fixed.count + config.by.count) where n < 64 { dimsBits |= 1 << UInt64(n) }
         dimsWanted = dimsBits
         let r = config.roles
-        roleNames = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash].map { $0.map { Array($0.utf8) } }
+        let roleNames = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash].map { $0.map { Array($0.utf8) } }
         var names = Interner()
-        roleEventIDs = roleNames.map { $0.map { names.intern($0) } }
+        let roleEventIDs = roleNames.map { $0.map { names.intern($0) } }
         eventNames = names
         var table = HashTable64(capacity: 16)
         var entries: [RoleEntry] = []

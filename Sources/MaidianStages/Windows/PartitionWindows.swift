@@ -117,7 +117,6 @@ struct PendingHeap {
     private(set) var items: [PendingEvent] = []
 
     var isEmpty: Bool { items.isEmpty }
-    var top: PendingEvent? { items.first }
     var count: Int { items.count }
 
     @inline(__always) private static func less(_ a: PendingEvent, _ b: PendingEvent) -> Bool {
