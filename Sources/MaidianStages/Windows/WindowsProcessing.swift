@@ -34,11 +34,20 @@ extension WindowsStage {
         lateEvents.removeAll(keepingCapacity: true)
         // Counting and queueing only read the batch; late events are marked after.
         batch.withWindowsView { v in
+            // Consecutive records mostly share a partition: its state is kept at hand.
+            var lastPartition: Int32 = -1
+            var lastState: PartitionWindows?
             for r in 0..<v.records.count {
                 let rec = v.records[r]
                 guard rec.status != .dropped else { continue }
-                let st = state(rec.partition)
-                if st.lastRecord < 0 || !touched.contains(where: { $0 === st }) { touched.append(st) }
+                let st: PartitionWindows
+                if let s = lastState, rec.partition == lastPartition { st = s } else {
+                    st = state(rec.partition)
+                    lastPartition = rec.partition
+                    lastState = st
+                }
+                // `lastRecord` is -1 until the partition's first record in this batch.
+                if st.lastRecord < 0 { touched.append(st) }
                 // What re-read records complete is written (and not produced again) before later records count.
                 if !rec.replay && st.lastRecord >= 0 && v.records[Int(st.lastRecord)].replay {
                     advance(st, final: false, record: st.lastRecord, output: &output)
