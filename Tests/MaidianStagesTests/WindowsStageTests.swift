@@ -332,6 +332,36 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertEqual(titles["click|titles|\(w)|app_version=3.2.1,content=Sale"]?["dims"] as? [String: String], ["app_version": "3.2.1", "content": "Sale"])
     }
 
+    func testDimsReadPresetsThatEarlierStagesAdded() throws {
+        let database = LocationStageTests.database
+        try XCTSkipUnless(FileManager.default.fileExists(atPath: database), "needs ../shared/geo/test-city.mmdb")
+        let h = try H(config: config { $0.by = ["$province", "$project", "app_version"] }, enrich: { ctx in
+            let location = try LocationStage(config: .init(database: database, locale: "zh-CN", reloadCheck: .seconds(5), cacheSize: 1024), context: ctx)
+            return [try RecordPresetsStage(config: .init(), context: ctx), location]
+        })
+        try h.run([
+            TestRecord(json: "[" + Ev.enter("u1", home, 1_000) + "]", ip: "125.70.56.154", project: "shop"),
+            TestRecord(json: "[" + Ev.enter("u2", home, 2_000) + "]", ip: "125.70.56.154", project: "shop"),
+            TestRecord(json: "[" + Ev.enter("u3", home, 3_000) + "]", ip: "8.8.8.215"),
+            // The client's own `$province` wins (enrichment never overwrites it); no location: no `$province`.
+            TestRecord(json: "[" + Ev.enter("u4", home, 4_000, extra: [("$province", Ev.q("Zhejiang"))]) + "]", ip: "125.70.56.154"),
+            TestRecord(json: "[" + Ev.enter("u5", home, 5_000) + "]", ip: "10.1.2.3"),
+        ])
+        try h.finish()
+        let w = H.t0
+        let pv = h.counts.filter { $0.key.hasPrefix("pv|home|") }
+        XCTAssertEqual(Set(pv.keys), [
+            "pv|home|\(w)|$project=shop,$province=四川,app_version=3.2.1",
+            "pv|home|\(w)|$project=default,$province=加利福尼亚州,app_version=3.2.1",
+            "pv|home|\(w)|$project=default,$province=Zhejiang,app_version=3.2.1",
+            "pv|home|\(w)|$project=default,app_version=3.2.1",
+        ])
+        let sichuan = try XCTUnwrap(pv["pv|home|\(w)|$project=shop,$province=四川,app_version=3.2.1"])
+        XCTAssertEqual(int(sichuan["count"]), 2)
+        XCTAssertEqual(int(sichuan["users"]), 2)
+        XCTAssertEqual(sichuan["dims"] as? [String: String], ["$project": "shop", "$province": "四川", "app_version": "3.2.1"])
+    }
+
     func testGroupByContentWithDimsBeforeContentOrNone() throws {
         for (by, extra, expected) in [
             (["aa"], [("aa", Ev.q("x"))], "aa=x,content=Sale"),

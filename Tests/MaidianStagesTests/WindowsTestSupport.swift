@@ -85,7 +85,9 @@ final class WindowsHarness {
     /// The enriched events of the last batch.
     var enriched: [[String: Any]] = []
 
-    init(config: WindowsStage.Config = .init(), rules: String = WindowsHarness.rules, sourcePartitions: Int32 = 1, partialsPartitions: Int32 = 1) throws {
+    /// `enrich`: stages between `match` and `windows` (built with the harness's context), e.g. presets.
+    init(config: WindowsStage.Config = .init(), rules: String = WindowsHarness.rules, sourcePartitions: Int32 = 1, partialsPartitions: Int32 = 1,
+         enrich: (StageContext) throws -> [any Stage] = { _ in [] }) throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("maidian-windows-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try rules.write(to: dir.appendingPathComponent("rules.yaml"), atomically: true, encoding: .utf8)
@@ -95,8 +97,7 @@ final class WindowsHarness {
         harness = try StageHarness(stages: [
             ValidateStage(config: .init(), context: ctx),
             MatchStage(config: .init(rules: "rules.yaml"), context: ctx),
-            stage,
-        ])
+        ] + enrich(ctx) + [stage])
     }
 
     /// One batch of records; returns the stage's outputs (merged counts land in `countsWritten`).

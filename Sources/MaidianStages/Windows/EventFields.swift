@@ -46,6 +46,7 @@ struct BatchView {
     let hits: UnsafeBufferPointer<MatchHit>
     let events: UnsafeBufferPointer<Event>
     let records: UnsafeBufferPointer<InputRecord>
+    let added: UnsafeBufferPointer<AddedProperty>
 
     /// Bytes of a text value as they sit in an arena; `escaped`: they hold a backslash and must be decoded.
     struct Text {
@@ -90,6 +91,20 @@ struct BatchView {
             return Text(base: json.baseAddress! + Int(p.value.start), count: p.value.count, escaped: false)
         default:
             return nil
+        }
+    }
+
+    /// The text of a property an earlier stage added to the event (a preset such as `$province`, a rule
+    /// parameter), as `text(ofProperty:)` reads the event's own: nil when none was added or it is no string,
+    /// number or boolean.
+    func text(ofAdded name: UnsafeBufferPointer<UInt8>, _ ev: Event) -> Text? {
+        guard ev.addedHead >= 0,
+              let (span, kind) = EventBatch.addedProperty(head: ev.addedHead, added: added, scratch: scratch, name: name)
+        else { return nil }
+        switch kind {
+        case .string: return Self.stringText(scratch, span)
+        case .number, .bool: return Text(base: scratch.baseAddress! + Int(span.start), count: span.count, escaped: false)
+        default: return nil
         }
     }
 
@@ -152,7 +167,9 @@ extension EventBatch {
                     try hits.withUnsafeBufferPointer { h in
                         try events.withUnsafeBufferPointer { e in
                             try records.withUnsafeBufferPointer { r in
-                                try body(BatchView(json: j, scratch: s, properties: p, hits: h, events: e, records: r))
+                                try added.withUnsafeBufferPointer { a in
+                                    try body(BatchView(json: j, scratch: s, properties: p, hits: h, events: e, records: r, added: a))
+                                }
                             }
                         }
                     }

@@ -204,6 +204,10 @@ extension WindowsStage {
                 t.append(to: &identity)
             } else if n == appVersionSlot {
                 has = libAppVersion(v, ev, to: &identity)
+            } else if let t = dimNames[n].withUnsafeBufferPointer({ v.text(ofAdded: $0, ev) }) {
+                // A preset or rule parameter an earlier stage added (enrichment never overwrites a client
+                // property, so one sent by the client was found above).
+                t.append(to: &identity)
             } else {
                 has = false
             }
