@@ -91,6 +91,9 @@ public struct Property: Sendable {
     /// For strings: length in UTF-8 bytes after unescaping.
     public var decodedLength: Int32
     public var fix: PropertyFix
+    /// The `KnownProperty` raw value of the name, or `KnownProperty.none`: stages find the properties they
+    /// know by this byte instead of comparing names (fits the struct's padding).
+    public var known: UInt8 = KnownProperty.none
     /// Replacement bytes in the scratch arena when `fix == .replace`.
     public var replacement: Span
 }

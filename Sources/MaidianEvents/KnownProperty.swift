@@ -11,6 +11,9 @@ public enum KnownProperty: Int, CaseIterable, Sendable {
 
     @inlinable public var bit: UInt64 { 1 << UInt64(rawValue) }
 
+    /// `Property.known` of a name that is no `KnownProperty`.
+    public static let none: UInt8 = 0xFF
+
     /// The property name.
     public var name: StaticString {
         switch self {

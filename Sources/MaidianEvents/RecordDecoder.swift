@@ -505,7 +505,8 @@ public final class RecordDecoder {
             out.append(Property(
                 name: Span(key.start, key.end), value: Span(vs, pos), kind: kind, nameValid: nameValid,
                 nameEscaped: key.escaped, valueEscaped: escaped, arrayHasNonString: nonString,
-                decodedLength: Int32(truncatingIfNeeded: decodedLength), fix: .keep, replacement: .absent), props)
+                decodedLength: Int32(truncatingIfNeeded: decodedLength), fix: .keep,
+                known: bit == 0 ? KnownProperty.none : UInt8(truncatingIfNeeded: bit.trailingZeroBitCount), replacement: .absent), props)
             count &+= 1
             let d = nextByte(&s, &pos)
             if d == 0x2C { pos &+= 1; continue }

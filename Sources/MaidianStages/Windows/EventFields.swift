@@ -190,13 +190,17 @@ final class PropertyFinder {
     /// Names of length `l` are `byLength[lengthStart[l] ..< lengthStart[l + 1]]` (lengths up to 255).
     private let lengthStart: UnsafeMutablePointer<Int32>
     private let byLength: UnsafeMutablePointer<Int32>
-    /// Per name length: the bits of the names of that length (all bits when there are more than 64 names),
-    /// so a property whose length only fits names no longer looked for is skipped without reading its name.
-    private let lengthBits: UnsafeMutablePointer<UInt64>
     /// `alternative[n]`: a name no longer needed once name `n` has a text value (-1: none).
     private let alternative: UnsafeMutablePointer<Int>
     /// Per name (up to 64): its `KnownProperty` bit, or 0: a name whose bit an event lacks is not looked for.
     private let knownBits: UnsafeMutablePointer<UInt64>
+    /// Per `KnownProperty` raw value: the bits of the names that are that property. Properties with a known
+    /// name are matched by `Property.known` alone, without reading their name bytes (with up to 64 names).
+    private let namesOfKnown: UnsafeMutablePointer<UInt64>
+    /// Per name length: the bits of the names of that length that are no `KnownProperty` (all bits when there
+    /// are more than 64 names, then every name is compared), so a property whose length only fits names no
+    /// longer looked for is skipped without reading its name.
+    private let otherLengthBits: UnsafeMutablePointer<UInt64>
     /// `found`: the property index of each name, or -1 (reused for every event).
     let found: UnsafeMutablePointer<Int>
 
@@ -220,11 +224,6 @@ final class PropertyFinder {
             for (n, name) in self.names.enumerated() where name.count == l { byLength[k] = Int32(n); k += 1 }
         }
         lengthStart[256] = Int32(k)
-        lengthBits = .allocate(capacity: 256)
-        lengthBits.initialize(repeating: 0, count: 256)
-        for (n, name) in self.names.enumerated() where name.count < 256 {
-            lengthBits[name.count] |= n < 64 && count <= 64 ? 1 << UInt64(n) : UInt64.max
-        }
         alternative = .allocate(capacity: max(1, count))
         alternative.initialize(repeating: -1, count: max(1, count))
         for (n, m) in alternatives { alternative[n] = m }
@@ -235,11 +234,23 @@ final class PropertyFinder {
         for (n, name) in self.names.enumerated() where n < 64 {
             if let k = KnownProperty.allCases.first(where: { k in k.name.withUTF8Buffer { Array($0) } == name }) { knownBits[n] = k.bit }
         }
+        namesOfKnown = .allocate(capacity: 256)
+        namesOfKnown.initialize(repeating: 0, count: 256)
+        otherLengthBits = .allocate(capacity: 256)
+        otherLengthBits.initialize(repeating: 0, count: 256)
+        for (n, name) in self.names.enumerated() where name.count < 256 {
+            if count <= 64 && knownBits[n] != 0 {
+                namesOfKnown[knownBits[n].trailingZeroBitCount] |= 1 << UInt64(n)
+            } else {
+                otherLengthBits[name.count] |= count <= 64 ? 1 << UInt64(n) : UInt64.max
+            }
+        }
     }
 
     deinit {
         flat.deallocate(); offsets.deallocate(); lengthStart.deallocate(); byLength.deallocate()
-        alternative.deallocate(); found.deallocate(); knownBits.deallocate(); lengthBits.deallocate()
+        alternative.deallocate(); found.deallocate(); knownBits.deallocate()
+        namesOfKnown.deallocate(); otherLengthBits.deallocate()
     }
 
     /// `found[n]` becomes the property index of `names[n]` in event `ev`, or -1, for at least the names whose
@@ -261,8 +272,26 @@ final class PropertyFinder {
         let json = v.json.baseAddress!
         for k in lo..<hi {
             let p = v.properties[k]
+            if p.known != KnownProperty.none && count <= 64 {
+                // A known name: the names it is, by its byte (no name bytes read).
+                var m = namesOfKnown[Int(p.known)] & remaining
+                guard m != 0, p.fix != .drop else { continue }
+                while m != 0 {
+                    let idx = m.trailingZeroBitCount
+                    m &= m &- 1
+                    guard found[idx] < 0 else { continue }
+                    found[idx] = k
+                    remaining &= ~(1 << UInt64(idx))
+                    let alt = alternative[idx]
+                    if alt >= 0 && alt < 64 && (p.kind == .string || p.kind == .number || p.kind == .bool) {
+                        remaining &= ~(1 << UInt64(alt))
+                    }
+                }
+                if remaining == 0 { return }
+                continue
+            }
             let n = p.name.count
-            guard n < 256, lengthBits[n] & remaining != 0, p.fix != .drop else { continue }
+            guard n < 256, otherLengthBits[n] & remaining != 0, p.fix != .drop else { continue }
             let s = Int(lengthStart[n]), e = Int(lengthStart[n + 1])
             let name = json + Int(p.name.start)
             // No break on a match: a name may be wanted twice (`by: [app_version]` reads `$app_version` again).
