@@ -123,8 +123,12 @@ extension WindowsStage {
 
     /// `,"page":..,"rules":[..],"enter_time":` of a visit's record, written once per page and rule set.
     private func visitHead(page: Int32, rules: Int32) -> Range<Int> {
-        // Multiplying by an odd constant is one-to-one: the table key is the pair itself.
-        let key = (UInt64(UInt32(bitPattern: page)) << 32 | UInt64(UInt32(bitPattern: rules))) &* 0x9E37_79B9_7F4A_7C15
+        // A one-to-one mix (murmur3's finalizer), so the table key is the pair itself; the table indexes by the
+        // low bits, which a plain multiplication would leave depending on `rules` alone (one probe chain).
+        var key = UInt64(UInt32(bitPattern: page)) << 32 | UInt64(UInt32(bitPattern: rules))
+        key = (key ^ (key >> 33)) &* 0xFF51_AFD7_ED55_8CCD
+        key = (key ^ (key >> 33)) &* 0xC4CE_B9FE_1A85_EC53
+        key ^= key >> 33
         if let i = visitHeads.get(key) { return visitHeadSpans[Int(i)] }
         let start = visitHeadBytes.count
         JSONOut.appendRaw(",\"page\":", to: &visitHeadBytes)
