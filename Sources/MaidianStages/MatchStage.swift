@@ -168,6 +168,8 @@ public final class MatchStage: Stage {
         var stamp: UInt32 = 0
         /// Results of the current matcher by facts (replaced with the matcher).
         var cache: MatchCache?
+        /// `addParameters`' copies, and where each added property ends (relative to the first).
+        var pieces: [Piece] = [], ends: [Int32] = []
 
         mutating func resize(names: Int) {
             found = Array(repeating: -1, count: 15)
@@ -197,33 +199,62 @@ public final class MatchStage: Stage {
         w.nextStamp()
         markNames(batch, ev, outputs, &w)
         let stamp = w.stamp
+        // What to copy is decided first, then copied in one go: one growth of `scratch` per event.
+        w.pieces.removeAll(keepingCapacity: true)
+        w.ends.removeAll(keepingCapacity: true)
+        var total = 0
         for h in w.hits {
             for n in Int(outputs.entryStarts[h])..<Int(outputs.entryStarts[h + 1]) {
                 let e = outputs.entries[n]
                 let name = Int(e.name)
                 if w.added[name] == stamp || w.seen[name] == stamp { continue }
-                let start = batch.scratch.count
                 if e.source == .constant {
-                    appendBytes(outputs.bytes, e.fragmentStart, e.fragmentEnd, to: &batch.scratch)
+                    w.pieces.append(Piece(from: .outputs, start: e.fragmentStart, end: e.fragmentEnd))
                 } else {
                     guard let value = parameterValue(batch, ev, e, outputs, w) else { continue }
-                    appendBytes(outputs.bytes, e.fragmentStart, e.fragmentEnd, to: &batch.scratch)
-                    if value.inScratch {
-                        // Copied by index: a slice of `scratch` would keep its buffer shared while it grows.
-                        for k in Int(value.span.start)..<Int(value.span.end) { batch.scratch.append(batch.scratch[k]) }
-                    } else {
-                        appendBytes(batch.json, value.span.start, value.span.end, to: &batch.scratch)
+                    w.pieces.append(Piece(from: .outputs, start: e.fragmentStart, end: e.fragmentEnd))
+                    w.pieces.append(Piece(from: value.inScratch ? .scratch : .json, start: value.span.start, end: value.span.end))
+                    total += value.span.count
+                }
+                total += Int(e.fragmentEnd - e.fragmentStart)
+                w.added[name] = stamp
+                w.ends.append(Int32(total))
+            }
+        }
+        guard !w.ends.isEmpty else { return }
+        let base = batch.scratch.count
+        batch.scratch.append(contentsOf: repeatElement(0, count: total))
+        let pieces = w.pieces
+        batch.scratch.withUnsafeMutableBufferPointer { s in
+            outputs.bytes.withUnsafeBufferPointer { o in
+                batch.json.withUnsafeBufferPointer { j in
+                    var at = s.baseAddress! + base
+                    for p in pieces {
+                        let n = Int(p.end - p.start)
+                        let from: UnsafePointer<UInt8>
+                        switch p.from {
+                        case .outputs: from = o.baseAddress! + Int(p.start)
+                        case .json: from = j.baseAddress! + Int(p.start)
+                        case .scratch: from = UnsafePointer(s.baseAddress! + Int(p.start))
+                        }
+                        at.update(from: from, count: n)
+                        at += n
                     }
                 }
-                w.added[name] = stamp
-                batch.linkAdded(event: i, Span(start, batch.scratch.count))
             }
+        }
+        var previous = 0
+        for end in w.ends {
+            batch.linkAdded(event: i, Span(base + previous, base + Int(end)))
+            previous = Int(end)
         }
     }
 
-    @inline(__always)
-    static func appendBytes(_ from: [UInt8], _ start: Int32, _ end: Int32, to out: inout [UInt8]) {
-        from.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[Int(start)..<Int(end)])) }
+    /// A byte range `addParameters` copies into `scratch`.
+    struct Piece {
+        enum Arena: UInt8 { case outputs, json, scratch }
+        var from: Arena
+        var start: Int32, end: Int32
     }
 
     /// One pass over the event's kept properties: which of the outputs' names it has, and where the first of each is.
@@ -285,14 +316,30 @@ public final class MatchStage: Stage {
     /// stages: ids point into the fragment, so they cost nothing extra.
     static func publishHits(_ batch: inout EventBatch, _ i: Int, _ outputs: HitOutputs, _ w: borrowing Work) {
         let firstHit = batch.hits.count
+        let head: StaticString = "\"$matched_rules\":["
+        var total = head.utf8CodeUnitCount + w.hits.count  // commas and the closing bracket
+        for h in w.hits { total += Int(outputs.idStarts[h + 1] - outputs.idStarts[h]) }
         let start = batch.scratch.count
-        JSONOut.appendRaw("\"$matched_rules\":[", to: &batch.scratch)
-        for n in w.hits.indices {
-            if n > 0 { batch.scratch.append(0x2C) }
-            let h = w.hits[n]
-            let idStart = batch.scratch.count
-            appendBytes(outputs.bytes, outputs.idStarts[h], outputs.idStarts[h + 1], to: &batch.scratch)
-            var hit = MatchHit(id: Span(idStart, batch.scratch.count), metric: outputs.metrics[h])
+        batch.scratch.append(contentsOf: repeatElement(0, count: total))
+        batch.scratch.withUnsafeMutableBufferPointer { s in
+            outputs.bytes.withUnsafeBufferPointer { o in
+                var at = s.baseAddress! + start
+                at.update(from: head.utf8Start, count: head.utf8CodeUnitCount)
+                at += head.utf8CodeUnitCount
+                for n in w.hits.indices {
+                    if n > 0 { at.pointee = 0x2C; at += 1 }
+                    let h = w.hits[n]
+                    let count = Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
+                    at.update(from: o.baseAddress! + Int(outputs.idStarts[h]), count: count)
+                    at += count
+                }
+                at.pointee = 0x5D
+            }
+        }
+        var idStart = start + head.utf8CodeUnitCount
+        for h in w.hits {
+            let idEnd = idStart + Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
+            var hit = MatchHit(id: Span(idStart, idEnd), metric: outputs.metrics[h])
             let g = outputs.groupStarts[h]
             if g >= 0 {
                 (hit.content, hit.contentInScratch) = outputs.bytes.withUnsafeBytes { b in
@@ -300,8 +347,8 @@ public final class MatchStage: Stage {
                 }
             }
             batch.hits.append(hit)
+            idStart = idEnd + 1
         }
-        batch.scratch.append(0x5D)
         if w.found[14] < 0 { batch.linkAdded(event: i, Span(start, batch.scratch.count)) }
         batch.events[i].firstHit = Int32(firstHit)
         batch.events[i].hitCount = Int32(w.hits.count)
