@@ -24,7 +24,7 @@ public final class MatchCache {
     private let entries: UnsafeMutablePointer<Entry>
     /// Sets - 1 (sets is a power of two), or -1 without a cache.
     private let mask: Int
-    /// The facts of the event being matched, laid out as a key (8 bytes of slack: tails are hashed as words).
+    /// The facts of the event being matched, laid out as a key (8 bytes of slack: the last word is loaded whole).
     private let key: UnsafeMutablePointer<UInt8>
     private static let longestKey = 4096
 
@@ -48,38 +48,50 @@ public final class MatchCache {
         key.deallocate()
     }
 
-    /// Lays out one field of the key at `key + n` (4 bytes of length, `UInt32.max` when absent, then the bytes)
-    /// and hashes it; false when the key would be longer than `longestKey`.
+    /// Lays out one field of the key at `key + n`: 4 bytes of length (`UInt32.max` when absent), then the bytes.
+    /// False when the key would be longer than `longestKey`.
     @inline(__always)
-    private static func put(_ t: RawText, _ key: UnsafeMutablePointer<UInt8>, _ n: inout Int, _ h: inout Hash64) -> Bool {
+    private static func put(_ t: RawText, _ key: UnsafeMutablePointer<UInt8>, _ n: inout Int) -> Bool {
         guard let p = t.base else {
             guard n + 4 <= longestKey else { return false }
             UnsafeMutableRawPointer(key + n).storeBytes(of: UInt32.max, as: UInt32.self)
             n += 4
-            h.add(UInt64(UInt32.max))
             return true
         }
         let count = t.count
         guard n + 4 + count <= longestKey else { return false }
         UnsafeMutableRawPointer(key + n).storeBytes(of: UInt32(count), as: UInt32.self)
-        let q = key + n + 4
-        q.update(from: p, count: count)
+        (key + n + 4).update(from: p, count: count)
         n += 4 + count
-        if count > 64 {
-            h.addSampled(q, count)
-        } else {
-            // Whole words of the copy; the last one masked (the key has slack after its end).
-            let raw = UnsafeRawPointer(q)
-            var i = 0
-            while i &+ 8 <= count {
-                h.add(raw.loadUnaligned(fromByteOffset: i, as: UInt64.self))
-                i &+= 8
-            }
-            let rest = count &- i
-            let tail = rest == 0 ? 0 : raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) & (UInt64.max >> UInt64(64 &- 8 &* rest))
-            h.add(tail ^ (UInt64(count) << 56))
-        }
         return true
+    }
+
+    /// A hash of the whole key in four independent lanes (a multiply and a rotation per word, the lanes in
+    /// parallel), finished with `Hash64`: it only spreads keys over the sets, every hit is compared byte for byte.
+    @inline(__always)
+    private static func hash(_ p: UnsafePointer<UInt8>, _ n: Int) -> UInt64 {
+        let raw = UnsafeRawPointer(p)
+        @inline(__always) func word(_ i: Int) -> UInt64 { raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) }
+        @inline(__always) func step(_ lane: UInt64, _ w: UInt64) -> UInt64 {
+            let m = (lane ^ w) &* 0x9E37_79B9_7F4A_7C15
+            return (m << 29) | (m >> 35)
+        }
+        var a: UInt64 = 0x243F_6A88_85A3_08D3, b: UInt64 = 0x1319_8A2E_0370_7344
+        var c: UInt64 = 0xA409_3822_299F_31D0, d: UInt64 = 0x082E_FA98_EC4E_6C89
+        var i = 0
+        while i &+ 32 <= n {
+            a = step(a, word(i)); b = step(b, word(i &+ 8)); c = step(c, word(i &+ 16)); d = step(d, word(i &+ 24))
+            i &+= 32
+        }
+        while i &+ 8 <= n {
+            a = step(a, word(i))
+            i &+= 8
+        }
+        // The last partial word, masked (the key buffer has slack past its end).
+        if i < n { b = step(b, word(i) & (UInt64.max >> UInt64(64 &- 8 &* (n &- i)))) }
+        var h = Hash64()
+        h.add(a); h.add(b); h.add(c); h.add(d); h.add(UInt64(n))
+        return h.value
     }
 
     /// Appends to `hits` what `matcher.matchRaw(role:facts:into:buffer:)` appends.
@@ -91,21 +103,19 @@ public final class MatchCache {
         // `lib` is read only for an event without `$app_version`.
         let lib = f.appVersion.isPresent ? RawText.absent : f.lib
         var n = 1
-        var h = Hash64()
-        h.add(UInt64(role.rawValue))
         key[0] = role.rawValue
         let key = self.key
-        guard Self.put(f.screenName, key, &n, &h), Self.put(f.currentURL, key, &n, &h), Self.put(f.pagePath, key, &n, &h),
-              Self.put(f.appVersion, key, &n, &h), Self.put(lib, key, &n, &h), Self.put(f.elementPath, key, &n, &h),
-              Self.put(f.elementType, key, &n, &h), Self.put(f.elementPosition, key, &n, &h), Self.put(f.elementIndex, key, &n, &h),
-              Self.put(f.content, key, &n, &h), Self.put(f.contentObject, key, &n, &h), Self.put(f.elementKind, key, &n, &h),
-              Self.put(f.target, key, &n, &h), Self.put(f.action, key, &n, &h), Self.put(f.container, key, &n, &h),
-              Self.put(f.tag, key, &n, &h)
+        guard Self.put(f.screenName, key, &n), Self.put(f.currentURL, key, &n), Self.put(f.pagePath, key, &n),
+              Self.put(f.appVersion, key, &n), Self.put(lib, key, &n), Self.put(f.elementPath, key, &n),
+              Self.put(f.elementType, key, &n), Self.put(f.elementPosition, key, &n), Self.put(f.elementIndex, key, &n),
+              Self.put(f.content, key, &n), Self.put(f.contentObject, key, &n), Self.put(f.elementKind, key, &n),
+              Self.put(f.target, key, &n), Self.put(f.action, key, &n), Self.put(f.container, key, &n),
+              Self.put(f.tag, key, &n)
         else {
             matcher.matchRaw(role: role, facts: f, into: &hits, buffer: &buffer)
             return
         }
-        let hash = h.value
+        let hash = Self.hash(key, n)
         let set = entries + 2 * (Int(truncatingIfNeeded: hash >> 17) & mask)
         for way in 0..<2 {
             let e = set + way
