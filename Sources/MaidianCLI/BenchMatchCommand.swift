@@ -32,6 +32,7 @@ struct BenchMatchCommand: ParsableCommand {
     @Flag(help: "Generate near misses only (nothing matches): the cost of looking rules up, without adding properties.")
     var noMatches = false
     @Option(help: "Entries of the cache of regex results by element identifier (0: scan every click).") var regexCache: Int = 4096
+    @Option(help: "Entries of the match stage's cache of match results by event facts (0: match every event).") var matchCache: Int = 4096
     @Flag(help: "Print one JSON array.") var json = false
     @OptionGroup var global: GlobalOptions
 
@@ -108,7 +109,7 @@ struct BenchMatchCommand: ParsableCommand {
             let t0 = ContinuousClock.now
             let matcher: RuleMatcher
             do {
-                matcher = try RuleMatcher(rules: RulesFile.parse(text, file: "rules-\(n).yaml"), regexCache: regexCache)
+                matcher = try RuleMatcher(rules: RulesFile.parse(text, file: "rules-\(n).yaml"), regexCache: regexCache, matchCache: matchCache)
             } catch {
                 reportPipelineError(error)
                 throw ExitCode(1)

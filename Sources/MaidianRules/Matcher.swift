@@ -103,15 +103,22 @@ public final class RuleMatcher: Sendable {
     public let ignoredPages: Set<String>
     /// The compiled rules.
     let index: RuleIndex
+    /// Entries of the `MatchCache` a user of the matcher keeps (0: none).
+    public let matchCacheSlots: Int
+    /// What each hit writes into an event (ids, metrics, grouping keys, action parameters), pre-serialized.
+    public let outputs: HitOutputs
 
     /// Compiles `rules`. Each regex was checked when the file was loaded; compiling them together can still
     /// fail on Hyperscan's size limits (a `PipelineError` at the rule). `regexCache` bounds the cache of regex
-    /// results by element identifier (entries; 0: scan every click).
-    public init(rules: RulesFile, regexCache: Int = 4096) throws {
+    /// results by element identifier (entries; 0: scan every click); `matchCache` the size of the `MatchCache`s
+    /// users of the matcher keep (entries; 0: none).
+    public init(rules: RulesFile, regexCache: Int = 4096, matchCache: Int = 4096) throws {
         self.rules = rules
+        matchCacheSlots = matchCache
         let ignored = RuleMatcher.defaultIgnoredPages + rules.ignorePages
         ignoredPages = Set(ignored)
         index = try RuleIndex(rules: rules, ignoredPages: ignored, regexCache: regexCache)
+        outputs = HitOutputs(rules: rules)
     }
 
     /// Whether the matcher has no rules at all.

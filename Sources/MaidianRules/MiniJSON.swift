@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import MaidianEvents
 
 /// A small reader for the members of one JSON object (already validated JSON): enough for
@@ -39,14 +44,69 @@ public enum MiniJSON {
 
     /// Depth-first search for `key` in the object at `b` (and objects nested in its values).
     public static func findDepthFirst(_ key: [UInt8], in b: UnsafeRawBufferPointer) -> Range<Int>? {
-        let ms = members(b)
-        for m in ms where m.key == key { return m.value }
-        for m in ms where m.first == 0x7B {
-            if let r = findDepthFirst(key, in: UnsafeRawBufferPointer(rebasing: b[m.value])) {
-                return (r.lowerBound + m.value.lowerBound)..<(r.upperBound + m.value.lowerBound)
+        key.withUnsafeBytes { findDepthFirst($0, in: b) }
+    }
+
+    /// Depth-first search for `key` (decoded UTF-8) in the object at `b`: a member of the object itself first,
+    /// else inside its object values in order. Allocates nothing unless a key holds escapes.
+    public static func findDepthFirst(_ key: UnsafeRawBufferPointer, in b: UnsafeRawBufferPointer) -> Range<Int>? {
+        if let r = member(key, in: b) { return r }
+        var found: Range<Int>?
+        forEachMember(b) { _, _, value in
+            guard b[value.lowerBound] == 0x7B else { return true }
+            if let r = findDepthFirst(key, in: UnsafeRawBufferPointer(rebasing: b[value])) {
+                found = (r.lowerBound + value.lowerBound)..<(r.upperBound + value.lowerBound)
+                return false
             }
+            return true
         }
-        return nil
+        return found
+    }
+
+    /// The value of the first member of the object at `b` whose decoded key is `key`, without allocating
+    /// (unless a key holds escapes).
+    public static func member(_ key: UnsafeRawBufferPointer, in b: UnsafeRawBufferPointer) -> Range<Int>? {
+        var found: Range<Int>?
+        forEachMember(b) { keyStart, keyEnd, value in
+            if keyEquals(UnsafeRawBufferPointer(rebasing: b[keyStart..<keyEnd]), key) {
+                found = value
+                return false
+            }
+            return true
+        }
+        return found
+    }
+
+    /// Calls `body` with the raw key bytes (between the quotes) and the value's range of each member of the
+    /// object at `b`, in order, while it returns true. The members `members` reports.
+    @inline(__always)
+    static func forEachMember(_ b: UnsafeRawBufferPointer, _ body: (Int, Int, Range<Int>) -> Bool) {
+        var i = skipSpace(b, 0)
+        guard i < b.count, b[i] == 0x7B else { return }
+        i += 1
+        while true {
+            i = skipSpace(b, i)
+            guard i < b.count, b[i] == 0x22 else { return }
+            let keyEnd = skipString(b, i)
+            let keyStart = i + 1
+            i = skipSpace(b, keyEnd)
+            guard i < b.count, b[i] == 0x3A else { return }
+            i = skipSpace(b, i + 1)
+            guard i < b.count else { return }
+            let start = i
+            i = skipValue(b, i)
+            if !body(keyStart, keyEnd - 1, start..<i) { return }
+            i = skipSpace(b, i)
+            guard i < b.count, b[i] == 0x2C else { return }
+            i += 1
+        }
+    }
+
+    /// Whether a raw JSON key (escapes as written) decodes to `key`.
+    static func keyEquals(_ raw: UnsafeRawBufferPointer, _ key: UnsafeRawBufferPointer) -> Bool {
+        if raw.contains(0x5C) { return unescapeJSONString(raw).withUnsafeBytes { $0.elementsEqual(key) } }
+        guard raw.count == key.count else { return false }
+        return raw.count == 0 || memcmp(raw.baseAddress!, key.baseAddress!, raw.count) == 0
     }
 
     /// The decoded text of a JSON string value's bytes (with quotes); nil if not a string.

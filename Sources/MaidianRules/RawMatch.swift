@@ -322,7 +322,8 @@ extension RuleMatcher {
             if ev.path >= 0 && ev.type >= 0 { masks = index.masksByPathType.get(ev.pathType).map { UInt64(bitPattern: $0) } ?? 0 }
         }
         if masks != 0 || index.regexes.count > 0 {
-            if f.contentObject.isPresent && index.usesItems {
+            // Content items are parsed only when a candidate rule reads them.
+            if f.contentObject.isPresent && (masks & index.itemMaskBits != 0 || index.regexUsesItems) {
                 ContentItems.with(f.contentObject, index.strings) { items in
                     matchElements(f, page, items, &ev, masks, &version, &hits, &buffer)
                 }
@@ -464,7 +465,7 @@ extension RuleMatcher {
 
     /// Appends the JSON string of the hit's id.
     public func appendID(of hit: Int, to out: inout [UInt8]) {
-        let (start, end) = (index.idStarts[hit], index.idStarts[hit + 1])
-        index.idJSON.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<end])) }
+        let (start, end) = (Int(outputs.idStarts[hit]), Int(outputs.idStarts[hit + 1]))
+        outputs.bytes.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<end])) }
     }
 }

@@ -263,14 +263,11 @@ struct RuleIndex: Sendable {
     /// Regex rules: pattern `n` of `regexes` is element rule `regexRules[n]`.
     var regexes: RegexSet
     var regexRules: [Int]
-    /// Some element rule reads content items (`content_key`).
-    var usesItems: Bool
+    /// Some `identifier_regex` rule reads content items.
+    var regexUsesItems: Bool
     /// Bytes of the page rules' `screen` / `page_path`, the action rules' ids and the ignored pages.
     var pageScreens: [[UInt8]?], pagePaths: [[UInt8]?], actionIDs: [[UInt8]], ignoredPages: [[UInt8]]
     var pageVersions: [[VersionCondition]], actionKinds: [ActionKind]
-    /// The rules' ids as JSON strings, in hit order (pages, elements, actions): hit `n` is
-    /// `idJSON[idStarts[n]..<idStarts[n + 1]]`.
-    var idJSON: [UInt8], idStarts: [Int]
 
     init(rules: RulesFile, ignoredPages ignored: [String], regexCache: Int) throws {
         ignoredPages = ignored.map { Array($0.utf8) }
@@ -327,7 +324,7 @@ struct RuleIndex: Sendable {
             let bit = Int64(bitPattern: 1 << UInt64(masks.firstIndex(of: mask)!))
             masksByPathType.set(pathType, (masksByPathType.get(pathType) ?? 0) | bit)
         }
-        usesItems = checks.contains { $0.contentKey >= 0 }
+        regexUsesItems = regexRules.contains { checks[$0].contentKey >= 0 }
         do {
             regexes = try RegexSet(patterns, cacheSlots: regexCache)
         } catch let e as RegexSet.CompileError {
@@ -335,13 +332,6 @@ struct RuleIndex: Sendable {
             let rule = e.index.map { rules.elements[regexRules[$0]] }
             throw PipelineError(code: .badValue, message: "bad regex in 'identifier_regex'\(rule.map { " of rule '\($0.id)'" } ?? ""): \(e.message)",
                                 location: rule?.idLocation, underlying: e)
-        }
-
-        idJSON = []
-        idStarts = [0]
-        for id in rules.pages.map(\.id) + rules.elements.map(\.id) + rules.actions.map(\.id) {
-            JSONOut.appendString(id, to: &idJSON)
-            idStarts.append(idJSON.count)
         }
     }
 }

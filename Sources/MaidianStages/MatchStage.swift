@@ -54,10 +54,6 @@ public final class MatchStage: Stage {
     /// The rule set's version: 1 for the file loaded at start, one more for each reload.
     public private(set) var version = 1
     let matchedCounter: StageCounter
-    private var hits: [Int] = []
-    private var addedNames: [[UInt8]] = []
-    private var found = [Int](repeating: -1, count: 15)
-    private var buffer: [UInt8] = []
 
     // Reloading (worker thread only, except `mailbox`).
     /// The rules file; nil when the stage was built from a matcher.
@@ -118,52 +114,169 @@ public final class MatchStage: Stage {
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         if let every = reloadEvery { reloadBetweenBatches(every) }
+        let matcher = self.matcher
         if matcher.isEmpty { return }
+        if ignoredFor !== matcher {
+            ignoredPageBytes = matcher.ignoredPages.map { Array($0.utf8) }
+            ignoredFor = matcher
+            work.resize(names: matcher.outputs.nameCount)
+            work.cache = MatchCache(matcher: matcher, slots: matcher.matchCacheSlots)
+        }
+        // The per-event buffers as a local for the batch: no dynamic exclusivity check per access.
+        var w = work
+        work = Work()
+        defer { work = w }
+        let outputs = matcher.outputs
+        let ignoredPageBytes = self.ignoredPageBytes
+        var matched = 0
         for i in batch.events.indices {
             let ev = batch.events[i]
             guard ev.isLive, ev.type.isTrack, ev.eventName.isPresent else { continue }
             let role = Self.role(batch, ev.eventName)
             if role == .other && !Self.isPageLeave(batch, ev.eventName) { continue }
-            found.withUnsafeMutableBufferPointer { for k in $0.indices { $0[k] = -1 } }
-            Self.findProperties(batch, ev, &found)
+            w.found.withUnsafeMutableBufferPointer { for k in $0.indices { $0[k] = -1 } }
+            Self.findProperties(batch, ev, &w.found)
             // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
-            if pageIgnored(batch) {
+            if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes) {
                 batch.events[i].flags |= EventFlag.ignoredPage
                 continue
             }
             if role == .other { continue }
-            hits.removeAll(keepingCapacity: true)
-            if Self.needsDecoding(batch, found, role) {
-                if !slowMatch(batch, ev, role) { continue }
+            w.hits.removeAll(keepingCapacity: true)
+            if Self.needsDecoding(batch, w.found, role) {
+                if !Self.slowMatch(batch, ev, role, matcher, &w) { continue }
             } else {
-                fastMatch(batch, ev, role)
+                Self.fastMatch(batch, ev, role, matcher, &w)
             }
-            if hits.isEmpty { continue }
-            matchedCounter.add()
-            addedNames.removeAll(keepingCapacity: true)
-            publishHits(&batch, i, ev)
-            for h in hits {
-                guard let action = matcher.action(of: h) else { continue }
-                for (key, value) in action.userDefined {
-                    let name = Array(key.utf8)
-                    if addedNames.contains(name) || Self.propertyIndex(batch, ev, name) != nil { continue }
-                    addedNames.append(name)
-                    let start = batch.scratch.count
-                    JSONOut.appendString(key, to: &batch.scratch)
-                    batch.scratch.append(0x3A)
-                    JSONOut.appendString(value, to: &batch.scratch)
-                    batch.linkAdded(event: i, Span(start, batch.scratch.count))
+            if w.hits.isEmpty { continue }
+            matched += 1
+            Self.publishHits(&batch, i, outputs, w)
+            if outputs.hasEntries { Self.addParameters(&batch, i, ev, outputs, &w) }
+        }
+        if matched > 0 { matchedCounter.add(matched) }
+    }
+
+    /// The stage's reused per-event buffers.
+    struct Work {
+        var hits: [Int] = []
+        /// `findProperties`' result (sized by `resize`).
+        var found: [Int] = []
+        var buffer: [UInt8] = []
+        /// Per name of `HitOutputs`: `seen[n] == stamp` when the event has a kept property of that name, the first
+        /// being `first[n]`; `added[n] == stamp` when the stage added it. `stamp` changes per event: nothing to clear.
+        var seen: [UInt32] = [], first: [Int32] = [], added: [UInt32] = []
+        var stamp: UInt32 = 0
+        /// Results of the current matcher by facts (replaced with the matcher).
+        var cache: MatchCache?
+        /// `addParameters`' copies, and where each added property ends (relative to the first).
+        var pieces: [Piece] = [], ends: [Int32] = []
+
+        mutating func resize(names: Int) {
+            found = Array(repeating: -1, count: 15)
+            seen = Array(repeating: 0, count: names)
+            first = Array(repeating: -1, count: names)
+            added = Array(repeating: 0, count: names)
+            stamp = 0
+        }
+
+        /// Starts a new event's stamp.
+        mutating func nextStamp() {
+            stamp &+= 1
+            if stamp == 0 {
+                for n in seen.indices { seen[n] = 0; added[n] = 0 }
+                stamp = 1
+            }
+        }
+    }
+    private var work = Work()
+
+    /// Adds the `userDefined` and `pagePara` values of the event's action hits (SPEC section 4): the first
+    /// entry of a name wins, and names the event already has are left alone.
+    static func addParameters(_ batch: inout EventBatch, _ i: Int, _ ev: Event, _ outputs: HitOutputs, _ w: inout Work) {
+        var any = false
+        for h in w.hits where outputs.entryStarts[h] < outputs.entryStarts[h + 1] { any = true; break }
+        guard any else { return }
+        w.nextStamp()
+        markNames(batch, ev, outputs, &w)
+        let stamp = w.stamp
+        // What to copy is decided first, then copied in one go: one growth of `scratch` per event.
+        w.pieces.removeAll(keepingCapacity: true)
+        w.ends.removeAll(keepingCapacity: true)
+        var total = 0
+        for h in w.hits {
+            for n in Int(outputs.entryStarts[h])..<Int(outputs.entryStarts[h + 1]) {
+                let e = outputs.entries[n]
+                let name = Int(e.name)
+                if w.added[name] == stamp || w.seen[name] == stamp { continue }
+                if e.source == .constant {
+                    w.pieces.append(Piece(from: .outputs, start: e.fragmentStart, end: e.fragmentEnd))
+                } else {
+                    guard let value = parameterValue(batch, ev, e, outputs, w) else { continue }
+                    w.pieces.append(Piece(from: .outputs, start: e.fragmentStart, end: e.fragmentEnd))
+                    w.pieces.append(Piece(from: value.inScratch ? .scratch : .json, start: value.span.start, end: value.span.end))
+                    total += value.span.count
                 }
-                for param in action.pagePara {
-                    let name = Array(param.output.utf8)
-                    if addedNames.contains(name) || Self.propertyIndex(batch, ev, name) != nil { continue }
-                    guard let value = Self.parameterValue(batch, ev, param, contentIndex: found[8]) else { continue }
-                    addedNames.append(name)
-                    let start = batch.scratch.count
-                    JSONOut.appendString(param.output, to: &batch.scratch)
-                    batch.scratch.append(0x3A)
-                    batch.scratch.append(contentsOf: value)
-                    batch.linkAdded(event: i, Span(start, batch.scratch.count))
+                total += Int(e.fragmentEnd - e.fragmentStart)
+                w.added[name] = stamp
+                w.ends.append(Int32(total))
+            }
+        }
+        guard !w.ends.isEmpty else { return }
+        let base = batch.scratch.count
+        batch.scratch.append(contentsOf: repeatElement(0, count: total))
+        let pieces = w.pieces
+        batch.scratch.withUnsafeMutableBufferPointer { s in
+            outputs.bytes.withUnsafeBufferPointer { o in
+                batch.json.withUnsafeBufferPointer { j in
+                    var at = s.baseAddress! + base
+                    for p in pieces {
+                        let n = Int(p.end - p.start)
+                        let from: UnsafePointer<UInt8>
+                        switch p.from {
+                        case .outputs: from = o.baseAddress! + Int(p.start)
+                        case .json: from = j.baseAddress! + Int(p.start)
+                        case .scratch: from = UnsafePointer(s.baseAddress! + Int(p.start))
+                        }
+                        at.update(from: from, count: n)
+                        at += n
+                    }
+                }
+            }
+        }
+        var previous = 0
+        for end in w.ends {
+            batch.linkAdded(event: i, Span(base + previous, base + Int(end)))
+            previous = Int(end)
+        }
+    }
+
+    /// A byte range `addParameters` copies into `scratch`.
+    struct Piece {
+        enum Arena: UInt8 { case outputs, json, scratch }
+        var from: Arena
+        var start: Int32, end: Int32
+    }
+
+    /// One pass over the event's kept properties: which of the outputs' names it has, and where the first of each is.
+    static func markNames(_ batch: borrowing EventBatch, _ ev: Event, _ outputs: HitOutputs, _ w: inout Work) {
+        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
+        let longest = outputs.longestName, lengths = outputs.nameLengths, stamp = w.stamp
+        batch.json.withUnsafeBufferPointer { j in
+            batch.properties.withUnsafeBufferPointer { props in
+                outputs.bytes.withUnsafeBufferPointer { nb in
+                    for k in lo..<hi {
+                        let p = props[k]
+                        let c = p.name.count
+                        guard (lengths >> UInt64(min(c, 63))) & 1 != 0, c <= longest, p.fix != .drop else { continue }
+                        for e in Int(outputs.byLength[c])..<Int(outputs.byLength[c + 1]) {
+                            let n = Int(outputs.nameOrder[e])
+                            if w.seen[n] != stamp && (c == 0 || memcmpEqual(j.baseAddress! + Int(p.name.start), nb.baseAddress! + Int(outputs.nameStarts[n]), c)) {
+                                w.seen[n] = stamp
+                                w.first[n] = Int32(k)
+                                break
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -174,23 +287,19 @@ public final class MatchStage: Stage {
 
     /// Whether the event's page (`$screen_name`, else `current_url`) is ignored: a byte comparison against
     /// the few ignored names.
-    private func pageIgnored(_ batch: borrowing EventBatch) -> Bool {
-        if ignoredFor !== matcher {
-            ignoredPageBytes = matcher.ignoredPages.map { Array($0.utf8) }
-            ignoredFor = matcher
-        }
+    static func pageIgnored(_ batch: borrowing EventBatch, _ found: [Int], _ matcher: RuleMatcher, _ ignoredPageBytes: [[UInt8]]) -> Bool {
         let k = found[0] >= 0 ? found[0] : found[1]
         guard k >= 0 else { return false }
         let p = batch.properties[k]
         guard p.kind == .string else { return false }
         if p.fix == .replace || p.valueEscaped { return matcher.isIgnored(page: Self.text(batch, k)) }
         let lo = Int(p.value.start) + 1, n = p.value.count - 2
-        for name in ignoredPageBytes where name.count == n {
-            var equal = true
-            for j in 0..<n where batch.json[lo + j] != name[j] { equal = false; break }
-            if equal { return true }
+        return batch.json.withUnsafeBufferPointer { j in
+            for name in ignoredPageBytes where name.count == n {
+                if n == 0 || name.withUnsafeBufferPointer({ memcmpEqual(j.baseAddress! + lo, $0.baseAddress!, n) }) { return true }
+            }
+            return false
         }
-        return false
     }
 
     static func isPageLeave(_ batch: borrowing EventBatch, _ name: Span) -> Bool {
@@ -203,41 +312,51 @@ public final class MatchStage: Stage {
         return equal("$AppPageLeave") || equal("leave_view")
     }
 
-    /// Per rule of the current matcher: its metric and, for `group_by_content` rules, the content item key.
-    private var ruleMetrics: [MatchMetric] = []
-    private var ruleGrouping: [[UInt8]?] = []
-    private var ruleInfoFor: RuleMatcher?
-
     /// Writes `$matched_rules` (unless the client sent one) and records the hits in `batch.hits` for later
     /// stages: ids point into the fragment, so they cost nothing extra.
-    private func publishHits(_ batch: inout EventBatch, _ i: Int, _ ev: Event) {
-        if ruleInfoFor !== matcher {
-            let n = matcher.rules.pages.count + matcher.rules.elements.count + matcher.rules.actions.count
-            ruleMetrics = (0..<n).map { matcher.metric(of: $0) }
-            ruleGrouping = (0..<n).map { matcher.groupingKey(of: $0).map { Array($0.utf8) } }
-            ruleInfoFor = matcher
-        }
+    static func publishHits(_ batch: inout EventBatch, _ i: Int, _ outputs: HitOutputs, _ w: borrowing Work) {
         let firstHit = batch.hits.count
+        let head: StaticString = "\"$matched_rules\":["
+        var total = head.utf8CodeUnitCount + w.hits.count  // commas and the closing bracket
+        for h in w.hits { total += Int(outputs.idStarts[h + 1] - outputs.idStarts[h]) }
         let start = batch.scratch.count
-        JSONOut.appendRaw("\"$matched_rules\":[", to: &batch.scratch)
-        for n in hits.indices {
-            if n > 0 { batch.scratch.append(0x2C) }
-            let h = hits[n]
-            let idStart = batch.scratch.count
-            matcher.appendID(of: h, to: &batch.scratch)
-            var hit = MatchHit(id: Span(idStart, batch.scratch.count), metric: ruleMetrics[h])
-            if let key = ruleGrouping[h] { (hit.content, hit.contentInScratch) = Self.groupingContent(batch, key, found[8]) }
-            batch.hits.append(hit)
+        batch.scratch.append(contentsOf: repeatElement(0, count: total))
+        batch.scratch.withUnsafeMutableBufferPointer { s in
+            outputs.bytes.withUnsafeBufferPointer { o in
+                var at = s.baseAddress! + start
+                at.update(from: head.utf8Start, count: head.utf8CodeUnitCount)
+                at += head.utf8CodeUnitCount
+                for n in w.hits.indices {
+                    if n > 0 { at.pointee = 0x2C; at += 1 }
+                    let h = w.hits[n]
+                    let count = Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
+                    at.update(from: o.baseAddress! + Int(outputs.idStarts[h]), count: count)
+                    at += count
+                }
+                at.pointee = 0x5D
+            }
         }
-        batch.scratch.append(0x5D)
-        if found[14] < 0 { batch.linkAdded(event: i, Span(start, batch.scratch.count)) }
+        var idStart = start + head.utf8CodeUnitCount
+        for h in w.hits {
+            let idEnd = idStart + Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
+            var hit = MatchHit(id: Span(idStart, idEnd), metric: outputs.metrics[h])
+            let g = outputs.groupStarts[h]
+            if g >= 0 {
+                (hit.content, hit.contentInScratch) = outputs.bytes.withUnsafeBytes { b in
+                    groupingContent(batch, UnsafeRawBufferPointer(rebasing: b[Int(g)..<Int(outputs.groupEnds[h])]), w.found[8])
+                }
+            }
+            batch.hits.append(hit)
+            idStart = idEnd + 1
+        }
+        if w.found[14] < 0 { batch.linkAdded(event: i, Span(start, batch.scratch.count)) }
         batch.events[i].firstHit = Int32(firstHit)
-        batch.events[i].hitCount = Int32(hits.count)
+        batch.events[i].hitCount = Int32(w.hits.count)
     }
 
     /// The content a `group_by_content` hit counts under: the string content (key "") or the item `key` of a
     /// composite content, as a JSON string span.
-    static func groupingContent(_ batch: borrowing EventBatch, _ key: [UInt8], _ k: Int) -> (Span, Bool) {
+    static func groupingContent(_ batch: borrowing EventBatch, _ key: UnsafeRawBufferPointer, _ k: Int) -> (Span, Bool) {
         guard k >= 0 else { return (.absent, false) }
         let p = batch.properties[k]
         if key.isEmpty {
@@ -248,16 +367,16 @@ public final class MatchStage: Stage {
         return batch.json.withUnsafeBytes { j in
             let lo = Int(p.value.start)
             let b = UnsafeRawBufferPointer(rebasing: j[lo..<Int(p.value.end)])
-            guard let m = MiniJSON.members(b).first(where: { $0.key == key }), b[m.value.lowerBound] == 0x22 else { return (.absent, false) }
-            return (Span(lo + m.value.lowerBound, lo + m.value.upperBound), false)
+            guard let r = MiniJSON.member(key, in: b), b[r.lowerBound] == 0x22 else { return (.absent, false) }
+            return (Span(lo + r.lowerBound, lo + r.upperBound), false)
         }
     }
 
     /// The matcher over decoded Strings (escaped or replaced values); false when the page is ignored.
-    private func slowMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole) -> Bool {
-        let f = Self.facts(batch, ev, role, found)
+    static func slowMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) -> Bool {
+        let f = facts(batch, ev, role, w.found)
         if matcher.isIgnored(page: f.page) { return false }
-        matcher.match(role: role, facts: f, into: &hits)
+        matcher.match(role: role, facts: f, into: &w.hits)
         return true
     }
 
@@ -289,8 +408,8 @@ public final class MatchStage: Stage {
     }
 
     /// The matcher over raw bytes (no string has escapes or replacements).
-    private func fastMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole) {
-        let found = self.found  // a local: no dynamic exclusivity check per property read
+    static func fastMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) {
+        let found = w.found
         batch.json.withUnsafeBufferPointer { j in
             let base = j.baseAddress!
             func raw(_ n: Int) -> RawText {
@@ -326,7 +445,11 @@ public final class MatchStage: Stage {
                 f.container = raw(12)
                 f.tag = raw(13)
             }
-            matcher.matchRaw(role: role, facts: f, into: &hits, buffer: &buffer)
+            if let cache = w.cache, cache.matcher === matcher {
+                cache.match(role: role, facts: f, into: &w.hits, buffer: &w.buffer)
+            } else {
+                matcher.matchRaw(role: role, facts: f, into: &w.hits, buffer: &w.buffer)
+            }
         }
     }
 
@@ -388,19 +511,6 @@ public final class MatchStage: Stage {
         }
     }
 
-    static func propertyIndex(_ batch: borrowing EventBatch, _ ev: Event, _ name: [UInt8]) -> Int? {
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        return batch.json.withUnsafeBufferPointer { j -> Int? in
-            name.withUnsafeBufferPointer { n -> Int? in
-                for k in lo..<hi {
-                    let p = batch.properties[k]
-                    if p.fix != .drop && p.name.count == n.count && memcmpEqual(j.baseAddress! + Int(p.name.start), n.baseAddress!, n.count) { return k }
-                }
-                return nil
-            }
-        }
-    }
-
     /// The value bytes of a kept property (its replacement when fixed).
     static func valueBytes(_ batch: borrowing EventBatch, _ k: Int) -> [UInt8] {
         let p = batch.properties[k]
@@ -444,32 +554,46 @@ public final class MatchStage: Stage {
         }
     }
 
-    /// The JSON value a `pagePara` entry reads from the event (SPEC section 4), or nil.
-    static func parameterValue(_ batch: borrowing EventBatch, _ ev: Event, _ param: PageParameter, contentIndex: Int) -> [UInt8]? {
-        func inObject(_ k: Int, _ key: [UInt8], depthFirst: Bool) -> [UInt8]? {
-            let p = batch.properties[k]
-            guard p.kind == .object, p.fix == .keep else { return nil }
-            let bytes = valueBytes(batch, k)
-            return bytes.withUnsafeBytes { b -> [UInt8]? in
-                if depthFirst { return MiniJSON.findDepthFirst(key, in: b).map { Array(b[$0]) } }
-                return MiniJSON.members(b).first(where: { $0.key == key }).map { Array(b[$0.value]) }
+    /// The JSON value a `pagePara` entry reads from the event (SPEC section 4): a span of `json`, or of
+    /// `scratch` for a replaced value; nil when the event has none. `markNames` has run for the event.
+    static func parameterValue(_ batch: borrowing EventBatch, _ ev: Event, _ e: HitOutputs.Entry, _ outputs: HitOutputs,
+                               _ w: borrowing Work) -> (span: Span, inScratch: Bool)? {
+        func property(_ n: Int32) -> Int? { n >= 0 && w.seen[Int(n)] == w.stamp ? Int(w.first[Int(n)]) : nil }
+        return outputs.bytes.withUnsafeBytes { ob in
+            let key = UnsafeRawBufferPointer(rebasing: ob[Int(e.keyStart)..<Int(e.keyEnd)])
+            switch e.source {
+            case .constant, .none:
+                return nil
+            case .path:
+                guard let k = property(e.property) else { return nil }
+                return inObject(batch, k, key, depthFirst: false).map { ($0, false) }
+            case .content:
+                let k = w.found[8]
+                return k >= 0 ? inObject(batch, k, key, depthFirst: true).map { ($0, false) } : nil
+            case .property:
+                if let k = property(e.property) {
+                    let p = batch.properties[k]
+                    return p.fix == .replace ? (p.replacement, true) : (p.value, false)
+                }
+                let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
+                for k in lo..<hi where batch.properties[k].kind == .object && batch.properties[k].fix == .keep {
+                    if let v = inObject(batch, k, key, depthFirst: true) { return (v, false) }
+                }
+                return nil
             }
         }
-        if !param.propertyPath.isEmpty {
-            let parts = param.propertyPath.split(separator: "/", maxSplits: 1)
-            guard parts.count == 2, let k = propertyIndex(batch, ev, Array(parts[0].utf8)) else { return nil }
-            return inObject(k, Array(parts[1].utf8), depthFirst: false)
+    }
+
+    /// Member `key` of kept object property `k` (or, depth-first, of the objects inside it), as a span of `json`.
+    static func inObject(_ batch: borrowing EventBatch, _ k: Int, _ key: UnsafeRawBufferPointer, depthFirst: Bool) -> Span? {
+        let p = batch.properties[k]
+        guard p.kind == .object, p.fix == .keep else { return nil }
+        return batch.json.withUnsafeBytes { j in
+            let lo = Int(p.value.start)
+            let b = UnsafeRawBufferPointer(rebasing: j[lo..<Int(p.value.end)])
+            let r = depthFirst ? MiniJSON.findDepthFirst(key, in: b) : MiniJSON.member(key, in: b)
+            return r.map { Span(lo + $0.lowerBound, lo + $0.upperBound) }
         }
-        let name = Array(param.propertyName.utf8)
-        if param.containIn == "1" {
-            return contentIndex >= 0 ? inObject(contentIndex, name, depthFirst: true) : nil
-        }
-        if let k = propertyIndex(batch, ev, name) { return valueBytes(batch, k) }
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        for k in lo..<hi where batch.properties[k].kind == .object && batch.properties[k].fix == .keep {
-            if let v = inObject(k, name, depthFirst: true) { return v }
-        }
-        return nil
     }
 }
 

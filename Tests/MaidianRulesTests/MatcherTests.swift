@@ -89,8 +89,18 @@ final class MatcherTests: XCTestCase {
         }
         var hits: [Int] = [], buffer: [UInt8] = []
         m.matchRaw(role: role, facts: r, into: &hits, buffer: &buffer)
+        // A two-entry cache shared by the test's events: a miss, then a hit; earlier events' entries get evicted.
+        let cache = caches[ObjectIdentifier(m)] ?? MatchCache(matcher: m, slots: 2)
+        caches[ObjectIdentifier(m)] = cache
+        for pass in 0..<2 {
+            var cached: [Int] = []
+            cache.match(role: role, facts: r, into: &cached, buffer: &buffer)
+            XCTAssertEqual(cached, hits, "MatchCache agrees with matchRaw (pass \(pass))")
+        }
         return hits
     }
+
+    var caches: [ObjectIdentifier: MatchCache] = [:]
 
 
     func testRoles() {

@@ -1,0 +1,137 @@
+import MaidianEvents
+
+/// What each hit writes into an event, laid out flat when the rules load, so a match costs byte copies and no
+/// per-hit look-ups of rule structs (SPEC section 4): the rule id as a JSON string (for `$matched_rules`), the
+/// metric and grouping key, and the `userDefined` / `pagePara` entries of action rules with their JSON pieces
+/// already escaped. Everything a hit reads is in plain arrays of trivial values, indexed by hit.
+public struct HitOutputs: Sendable {
+    /// Where a `userDefined` or `pagePara` entry's value comes from.
+    public enum Source: UInt8, Sendable {
+        /// A `userDefined` value: the entry's fragment is the whole `"key":"value"`.
+        case constant
+        /// `pagePara` by `propertyName` (`containIn: "0"`): that property, else the key depth-first inside the
+        /// event's object properties, in order.
+        case property
+        /// `pagePara` with `containIn: "1"`: the key depth-first inside `$element_content`.
+        case content
+        /// `pagePara` by `propertyPath` `a/b`: member `b` of object property `a`.
+        case path
+        /// A `propertyPath` that is not two parts: never has a value.
+        case none
+    }
+
+    /// One `userDefined` or `pagePara` entry of an action rule, in file order.
+    public struct Entry: Sendable {
+        public var source: Source
+        /// The output name's number (`names`).
+        public var name: Int32
+        /// `"name":"value"` (`constant`) or `"name":` in `bytes`.
+        public var fragmentStart: Int32, fragmentEnd: Int32
+        /// The property read (`property`, `path`): its name's number; -1 otherwise.
+        public var property: Int32
+        /// The key looked for inside objects, in `bytes` (unescaped UTF-8).
+        public var keyStart: Int32, keyEnd: Int32
+    }
+
+    /// Every byte the tables point into.
+    public private(set) var bytes: [UInt8] = []
+    /// Hit `h`'s id as a JSON string is `bytes[idStarts[h]..<idStarts[h + 1]]`.
+    public private(set) var idStarts: [Int32] = []
+    /// The count hit `h` feeds.
+    public private(set) var metrics: [MatchMetric] = []
+    /// For `group_by_content` element rules: the content item key in `bytes[groupStarts[h]..<groupEnds[h]]`
+    /// (empty: the string content); `groupStarts[h] < 0` for every other rule.
+    public private(set) var groupStarts: [Int32] = [], groupEnds: [Int32] = []
+    /// Hit `h`'s entries are `entries[entryStarts[h]..<entryStarts[h + 1]]`.
+    public private(set) var entryStarts: [Int32] = []
+    public private(set) var entries: [Entry] = []
+    /// The distinct property names entries write or read (UTF-8, compared with the raw name bytes of an
+    /// event's properties): name `n` is `bytes[nameStarts[n]..<nameStarts[n + 1]]`.
+    public private(set) var nameStarts: [Int32] = []
+    /// The names by length: those of length `c` are `nameOrder[byLength[c]..<byLength[c + 1]]`.
+    public private(set) var nameOrder: [Int32] = []
+    public private(set) var byLength: [Int32] = []
+    /// Bit `c` set: some name is `c` bytes long (`c < 64`; longer names set bit 63).
+    public private(set) var nameLengths: UInt64 = 0
+    /// Whether any hit has entries.
+    public var hasEntries: Bool { !entries.isEmpty }
+
+    /// The number of distinct names.
+    public var nameCount: Int { nameStarts.count - 1 }
+    /// The longest name (`byLength` has `longestName + 2` elements).
+    public var longestName: Int { byLength.count - 2 }
+
+    init(rules: RulesFile) {
+        var numbers: [[UInt8]: Int32] = [:]
+        var names: [[UInt8]] = []
+        func name(_ s: String) -> Int32 {
+            let b = Array(s.utf8)
+            if let n = numbers[b] { return n }
+            numbers[b] = Int32(names.count)
+            names.append(b)
+            return Int32(names.count - 1)
+        }
+        func put(_ s: [UInt8]) -> (Int32, Int32) {
+            let start = bytes.count
+            bytes.append(contentsOf: s)
+            return (Int32(start), Int32(bytes.count))
+        }
+
+        let hitCount = rules.pages.count + rules.elements.count + rules.actions.count
+        idStarts.reserveCapacity(hitCount + 1)
+        idStarts.append(Int32(bytes.count))
+        for id in rules.pages.map(\.id) + rules.elements.map(\.id) + rules.actions.map(\.id) {
+            JSONOut.appendString(id, to: &bytes)
+            idStarts.append(Int32(bytes.count))
+        }
+        metrics = rules.pages.map { _ in .pv } + rules.elements.map { _ in .click } + rules.actions.map { $0.kind == .pagePV ? .pv : .click }
+        groupStarts = Array(repeating: -1, count: hitCount)
+        groupEnds = Array(repeating: -1, count: hitCount)
+        for (e, r) in rules.elements.enumerated() where r.groupByContent {
+            (groupStarts[rules.pages.count + e], groupEnds[rules.pages.count + e]) = put(Array((r.contentKey ?? "").utf8))
+        }
+
+        entryStarts = Array(repeating: 0, count: rules.pages.count + rules.elements.count + 1)
+        for a in rules.actions {
+            for (key, value) in a.userDefined {
+                let start = bytes.count
+                JSONOut.appendString(key, to: &bytes)
+                bytes.append(0x3A)
+                JSONOut.appendString(value, to: &bytes)
+                entries.append(Entry(source: .constant, name: name(key), fragmentStart: Int32(start), fragmentEnd: Int32(bytes.count),
+                                     property: -1, keyStart: 0, keyEnd: 0))
+            }
+            for p in a.pagePara {
+                let start = bytes.count
+                JSONOut.appendString(p.output, to: &bytes)
+                bytes.append(0x3A)
+                var entry = Entry(source: .none, name: name(p.output), fragmentStart: Int32(start), fragmentEnd: Int32(bytes.count),
+                                  property: -1, keyStart: 0, keyEnd: 0)
+                if !p.propertyPath.isEmpty {
+                    let parts = p.propertyPath.split(separator: "/", maxSplits: 1)
+                    if parts.count == 2 {
+                        entry.source = .path
+                        entry.property = name(String(parts[0]))
+                        (entry.keyStart, entry.keyEnd) = put(Array(parts[1].utf8))
+                    }
+                } else {
+                    entry.source = p.containIn == "1" ? .content : .property
+                    if entry.source == .property { entry.property = name(p.propertyName) }
+                    (entry.keyStart, entry.keyEnd) = put(Array(p.propertyName.utf8))
+                }
+                entries.append(entry)
+            }
+            entryStarts.append(Int32(entries.count))
+        }
+
+        nameStarts = [Int32(bytes.count)]
+        for n in names {
+            bytes.append(contentsOf: n)
+            nameStarts.append(Int32(bytes.count))
+        }
+        let longest = names.map(\.count).max() ?? 0
+        for n in names { nameLengths |= 1 << UInt64(min(n.count, 63)) }
+        nameOrder = names.indices.sorted { names[$0].count < names[$1].count }.map { Int32($0) }
+        byLength = (0...(longest + 1)).map { c in Int32(names.filter { $0.count < c }.count) }
+    }
+}

@@ -1,0 +1,57 @@
+import MaidianEvents
+@testable import MaidianRules
+import XCTest
+
+final class MatchCacheTests: XCTestCase {
+    let rules = """
+    version: 1
+    pages:
+      - {id: new_home, screen: Home, app_versions: [">=3.0"]}
+      - {id: any_home, screen: Home}
+    elements:
+      - {id: empty_content, path: "W-V", type: UIButton, content: ""}
+      - {id: any_button, path: "W-V", type: UIButton}
+    """
+
+    /// Matches `fields` (nil: absent) through `cache` and directly; returns the hits' ids.
+    func hits(_ cache: MatchCache, _ role: EventRole, _ fields: [WritableKeyPath<RawFacts, RawText>: String?]) -> [String] {
+        var storage: [[UInt8]] = fields.values.map { Array(($0 ?? "").utf8) + [0] }
+        var direct: [Int] = [], cached: [Int] = [], buffer: [UInt8] = []
+        return storage.withUnsafeMutableBufferPointer { s -> [String] in
+            var f = RawFacts()
+            for (n, (path, value)) in fields.enumerated() where value != nil {
+                f[keyPath: path] = s[n].withUnsafeBufferPointer { RawText($0.baseAddress!, $0.count - 1) }
+            }
+            cache.matcher.matchRaw(role: role, facts: f, into: &direct, buffer: &buffer)
+            cache.match(role: role, facts: f, into: &cached, buffer: &buffer)
+            XCTAssertEqual(cached, direct)
+            return cached.map { cache.matcher.id(of: $0) }
+        }
+    }
+
+    func testVersionFromLibOnlyWithoutAppVersion() throws {
+        let cache = MatchCache(matcher: try RuleMatcher(rules: RulesFile.parse(rules)), slots: 64)
+        for _ in 0..<2 {
+            XCTAssertEqual(hits(cache, .pageEnter, [\.screenName: "Home", \.lib: #"{"$app_version":"3.1"}"#]), ["new_home", "any_home"])
+            XCTAssertEqual(hits(cache, .pageEnter, [\.screenName: "Home", \.lib: #"{"$app_version":"2.9"}"#]), ["any_home"])
+            XCTAssertEqual(hits(cache, .pageEnter, [\.screenName: "Home", \.appVersion: "2.0", \.lib: #"{"$app_version":"3.1"}"#]), ["any_home"])
+            XCTAssertEqual(hits(cache, .pageEnter, [\.screenName: "Home", \.appVersion: "3.0", \.lib: #"{"$app_version":"1.0"}"#]), ["new_home", "any_home"])
+        }
+    }
+
+    func testAbsentAndEmptyFieldsAreDifferentKeys() throws {
+        let cache = MatchCache(matcher: try RuleMatcher(rules: RulesFile.parse(rules)), slots: 64)
+        for _ in 0..<2 {
+            XCTAssertEqual(hits(cache, .click, [\.elementPath: "W-V", \.elementType: "UIButton", \.content: ""]), ["empty_content", "any_button"])
+            XCTAssertEqual(hits(cache, .click, [\.elementPath: "W-V", \.elementType: "UIButton"]), ["any_button"])
+            XCTAssertEqual(hits(cache, .click, [\.elementPath: "W-V", \.elementType: "UIButto"]), [])
+            XCTAssertEqual(hits(cache, .pageEnter, [\.elementPath: "W-V", \.elementType: "UIButton"]), [])
+        }
+    }
+
+    func testWithoutSlotsEveryEventIsMatched() throws {
+        let cache = MatchCache(matcher: try RuleMatcher(rules: RulesFile.parse(rules)), slots: 0)
+        XCTAssertEqual(hits(cache, .pageEnter, [\.screenName: "Home", \.appVersion: "3.0"]), ["new_home", "any_home"])
+        XCTAssertEqual(hits(cache, .pageEnter, [\.screenName: "Home", \.appVersion: "3.0"]), ["new_home", "any_home"])
+    }
+}
