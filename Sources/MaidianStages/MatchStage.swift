@@ -476,33 +476,33 @@ public final class MatchStage: Stage {
         return .other
     }
 
-    /// `names` flattened and grouped by length: entry `e` of `order[lengthStart[c]..<lengthStart[c + 1]]` is the
-    /// index of a name of length `c`; `offsets[n]` is where name `n` starts in `flat`.
-    private static let flat: [UInt8] = names.flatMap { $0 }
-    private static let offsets: [Int] = names.indices.map { n in names[..<n].reduce(0) { $0 + $1.count } }
-    private static let order: [Int] = names.indices.sorted { names[$0].count < names[$1].count }
-    private static let lengthStart: [Int] = (0...19).map { c in names.filter { $0.count < c }.count }
+    /// Per `KnownProperty` raw value: its index in `names`, or -1. Every name but `current_url` is a known
+    /// property, found by `Property.known` without reading name bytes.
+    private static let nameOfKnown: [Int8] = (0..<256).map { k in
+        guard let known = KnownProperty(rawValue: k) else { return -1 }
+        let name = known.name.withUTF8Buffer { Array($0) }
+        return Int8(names.firstIndex(of: name) ?? -1)
+    }
+    private static let currentURL = names.firstIndex(of: Array("current_url".utf8))!
 
-    /// One pass over the event's kept properties: the index of each of `names`.
+    /// One pass over the event's kept properties: the index of each of `names` (the first kept one of a name).
     static func findProperties(_ batch: borrowing EventBatch, _ ev: Event, _ found: inout [Int]) {
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        let flat = Self.flat, offsets = Self.offsets, order = Self.order, lengthStart = Self.lengthStart
+        let nameOfKnown = Self.nameOfKnown, currentURL = Self.currentURL
+        let url: StaticString = "current_url"
         batch.json.withUnsafeBufferPointer { j in
             batch.properties.withUnsafeBufferPointer { props in
-                flat.withUnsafeBufferPointer { fb in
+                nameOfKnown.withUnsafeBufferPointer { known in
                     found.withUnsafeMutableBufferPointer { f in
                         for k in lo..<hi {
                             let p = props[k]
                             guard p.fix != .drop else { continue }
-                            let c = p.name.count
-                            guard c >= 10 && c <= 18 else { continue }
-                            let name = j.baseAddress! + Int(p.name.start)
-                            for e in lengthStart[c]..<lengthStart[c + 1] {
-                                let n = order[e]
-                                if f[n] < 0 && memcmpEqual(name, fb.baseAddress! + offsets[n], c) {
-                                    f[n] = k
-                                    break
-                                }
+                            if p.known != KnownProperty.none {
+                                let n = Int(known[Int(p.known)])
+                                if n >= 0 && f[n] < 0 { f[n] = k }
+                            } else if p.name.count == url.utf8CodeUnitCount && f[currentURL] < 0
+                                        && memcmpEqual(j.baseAddress! + Int(p.name.start), url.utf8Start, url.utf8CodeUnitCount) {
+                                f[currentURL] = k
                             }
                         }
                     }
