@@ -130,8 +130,8 @@ public final class MatchStage: Stage {
         let ignoredPageBytes = self.ignoredPageBytes
         var matched = 0
         for i in batch.events.indices {
-            let ev = batch.events[i]
-            guard ev.isLive, ev.type.isTrack, ev.eventName.isPresent else { continue }
+            let ev = EventView(batch, i)
+            guard ev.isLive, ev.isTrack, ev.eventName.isPresent else { continue }
             let role = Self.role(batch, ev.eventName)
             if role == .other && !Self.isPageLeave(batch, ev.eventName) { continue }
             w.found.withUnsafeMutableBufferPointer { for k in $0.indices { $0[k] = -1 } }
@@ -154,6 +154,28 @@ public final class MatchStage: Stage {
             if outputs.hasEntries { Self.addParameters(&batch, i, ev, outputs, &w) }
         }
         if matched > 0 { matchedCounter.add(matched) }
+    }
+
+    /// The fields of an event the stage reads. An `Event` is over 200 bytes: copying one out of the batch per
+    /// event was a `memcpy` call each time; these are read field by field.
+    struct EventView {
+        var isLive: Bool
+        var isTrack: Bool
+        var eventName: Span
+        var firstProperty: Int32
+        var propertyCount: Int32
+        var lib: Span
+
+        @inline(__always) init(_ batch: borrowing EventBatch, _ i: Int) {
+            (isLive, isTrack, eventName, firstProperty, propertyCount, lib) = batch.events.withUnsafeBufferPointer { evs in
+                let e = evs.baseAddress! + i
+                return (e.pointee.isLive, e.pointee.type.isTrack, e.pointee.eventName, e.pointee.firstProperty, e.pointee.propertyCount, e.pointee.lib)
+            }
+        }
+
+        init(_ ev: Event) {
+            (isLive, isTrack, eventName, firstProperty, propertyCount, lib) = (ev.isLive, ev.type.isTrack, ev.eventName, ev.firstProperty, ev.propertyCount, ev.lib)
+        }
     }
 
     /// The stage's reused per-event buffers.
@@ -192,7 +214,7 @@ public final class MatchStage: Stage {
 
     /// Adds the `userDefined` and `pagePara` values of the event's action hits (SPEC section 4): the first
     /// entry of a name wins, and names the event already has are left alone.
-    static func addParameters(_ batch: inout EventBatch, _ i: Int, _ ev: Event, _ outputs: HitOutputs, _ w: inout Work) {
+    static func addParameters(_ batch: inout EventBatch, _ i: Int, _ ev: EventView, _ outputs: HitOutputs, _ w: inout Work) {
         var any = false
         for h in w.hits where outputs.entryStarts[h] < outputs.entryStarts[h + 1] { any = true; break }
         guard any else { return }
@@ -258,7 +280,7 @@ public final class MatchStage: Stage {
     }
 
     /// One pass over the event's kept properties: which of the outputs' names it has, and where the first of each is.
-    static func markNames(_ batch: borrowing EventBatch, _ ev: Event, _ outputs: HitOutputs, _ w: inout Work) {
+    static func markNames(_ batch: borrowing EventBatch, _ ev: EventView, _ outputs: HitOutputs, _ w: inout Work) {
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         let longest = outputs.longestName, lengths = outputs.nameLengths, stamp = w.stamp
         batch.json.withUnsafeBufferPointer { j in
@@ -373,7 +395,7 @@ public final class MatchStage: Stage {
     }
 
     /// The matcher over decoded Strings (escaped or replaced values); false when the page is ignored.
-    static func slowMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) -> Bool {
+    static func slowMatch(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) -> Bool {
         let f = facts(batch, ev, role, w.found)
         if matcher.isIgnored(page: f.page) { return false }
         matcher.match(role: role, facts: f, into: &w.hits)
@@ -381,7 +403,7 @@ public final class MatchStage: Stage {
     }
 
     /// What the matcher reads of an event, decoded to Strings; `found` comes from `findProperties`.
-    static func facts(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole, _ found: [Int]) -> EventFacts {
+    static func facts(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ found: [Int]) -> EventFacts {
         var f = EventFacts()
         f.screenName = text(batch, found[0])
         f.currentURL = text(batch, found[1])
@@ -408,7 +430,7 @@ public final class MatchStage: Stage {
     }
 
     /// The matcher over raw bytes (no string has escapes or replacements).
-    static func fastMatch(_ batch: borrowing EventBatch, _ ev: Event, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) {
+    static func fastMatch(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) {
         let found = w.found
         batch.json.withUnsafeBufferPointer { j in
             let base = j.baseAddress!
@@ -486,7 +508,7 @@ public final class MatchStage: Stage {
     private static let currentURL = names.firstIndex(of: Array("current_url".utf8))!
 
     /// One pass over the event's kept properties: the index of each of `names` (the first kept one of a name).
-    static func findProperties(_ batch: borrowing EventBatch, _ ev: Event, _ found: inout [Int]) {
+    static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) {
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         let nameOfKnown = Self.nameOfKnown, currentURL = Self.currentURL
         let url: StaticString = "current_url"
@@ -556,7 +578,7 @@ public final class MatchStage: Stage {
 
     /// The JSON value a `pagePara` entry reads from the event (SPEC section 4): a span of `json`, or of
     /// `scratch` for a replaced value; nil when the event has none. `markNames` has run for the event.
-    static func parameterValue(_ batch: borrowing EventBatch, _ ev: Event, _ e: HitOutputs.Entry, _ outputs: HitOutputs,
+    static func parameterValue(_ batch: borrowing EventBatch, _ ev: EventView, _ e: HitOutputs.Entry, _ outputs: HitOutputs,
                                _ w: borrowing Work) -> (span: Span, inScratch: Bool)? {
         func property(_ n: Int32) -> Int? { n >= 0 && w.seen[Int(n)] == w.stamp ? Int(w.first[Int(n)]) : nil }
         return outputs.bytes.withUnsafeBytes { ob in

@@ -148,8 +148,8 @@ public final class RulesTestRun {
             }
             if let finder = nearMissFinder, !matchedFocus, role == finder.role {
                 Self.resetFound(&found)
-                MatchStage.findProperties(batch, ev, &found)
-                let facts = MatchStage.facts(batch, ev, role, found)
+                MatchStage.findProperties(batch, MatchStage.EventView(ev), &found)
+                let facts = MatchStage.facts(batch, MatchStage.EventView(ev), role, found)
                 if let (diff, differences) = finder.difference(facts) {
                     report.nearMisses?.total += 1
                     nearMissCounts[diff, default: 0] += 1
@@ -169,8 +169,8 @@ public final class RulesTestRun {
         let f: EventFacts
         if let facts { f = facts } else {
             Self.resetFound(&found)
-            MatchStage.findProperties(batch, ev, &found)
-            f = MatchStage.facts(batch, ev, role, found)
+            MatchStage.findProperties(batch, MatchStage.EventView(ev), &found)
+            f = MatchStage.facts(batch, MatchStage.EventView(ev), role, found)
         }
         // distinct_id and event are raw string contents: widen to the quotes to decode escapes.
         func string(_ s: Span) -> String {
