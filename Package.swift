@@ -104,7 +104,7 @@ let package = Package(
         .testTarget(name: "MaidianEventsTests", dependencies: ["MaidianEvents"]),
         .testTarget(name: "MaidianGeoTests", dependencies: ["MaidianGeo"]),
         .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages", "MaidianEvents"]),
-        .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents"]),
+        .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianRecording"]),
         .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline", "MaidianEvents", "MaidianRecording"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
         .testTarget(name: "MaidianRuntimeTests", dependencies: [

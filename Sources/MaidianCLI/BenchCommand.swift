@@ -19,6 +19,7 @@ struct BenchCommand: ParsableCommand {
     @Option(help: "Runs (each with fresh stage state); the one with the least CPU time is reported.") var runs: Int = 1
     @Flag(help: "Also print a digest of all outputs, from one extra untimed run (to check that a change kept them).") var digest = false
     @Flag(help: "Also run once more measuring the wall time each stage takes (printed with the summary).") var stageTimes = false
+    @Flag(help: "Leave out the merge of partial aggregates (a worker holding every internal partition merges them; by default the bench does too).") var noMerge = false
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
@@ -27,19 +28,21 @@ struct BenchCommand: ParsableCommand {
         let loadStart = ContinuousClock.now
         let records = Bench.prepare(try Recording.read(path: recording), partitions: Int32(partitions))
         logger.info("loaded \(records.count) records in \(ContinuousClock.now - loadStart)")
-        var result = try Bench.run(engine: engine, records: records, topic: spec.source.topic, batchSize: batch)
+        var result = try Bench.run(engine: engine, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
         var reported = engine
         for _ in 1..<max(runs, 1) {
             let fresh = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
-            let r = try Bench.run(engine: fresh, records: records, topic: spec.source.topic, batchSize: batch)
+            let r = try Bench.run(engine: fresh, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
             if r.cpuSeconds < result.cpuSeconds { result = r; reported = fresh }
         }
+        var mergeTime: Duration?
         if stageTimes {
             // A separate run: the clock reads must not touch the figures above.
             let timed = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
             timed.measureTime = true
-            _ = try Bench.run(engine: timed, records: records, topic: spec.source.topic, batchSize: batch)
+            let r = try Bench.run(engine: timed, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
             reported = timed
+            if r.mergedMessages > 0 || timed.repartitioning != nil && !noMerge { mergeTime = r.mergeTime }
         }
         let summaryEngine = reported
         if json {
@@ -49,12 +52,16 @@ struct BenchCommand: ParsableCommand {
                          result.events, result.records, result.seconds, result.eventsPerSecond,
                          result.megabytesPerSecond, Double(result.peakRSSBytes) / 1_048_576))
             print(String(format: "CPU time of the benchmark thread %.3f s: %.0f events per CPU second", result.cpuSeconds, result.eventsPerCPUSecond))
-            print("outputs: \(result.outputMessages) messages, \(result.outputBytes) bytes")
+            print("outputs: \(result.outputMessages) messages (\(result.mergedMessages) written by merging partial aggregates), \(result.outputBytes) bytes")
             for line in summaryEngine.summaryLines() { print("  " + line) }
+            if !noMerge, let merger = summaryEngine.repartitioning?.merger {
+                for c in merger.counters { print("  merge.\(c.name)=\(c.value)") }
+                if let mergeTime { print("  merge: time=\(mergeTime)") }
+            }
         }
         if digest {
             let fresh = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
-            let d = try Bench.outputDigest(engine: fresh, records: records, topic: spec.source.topic, batchSize: batch)
+            let d = try Bench.outputDigest(engine: fresh, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
             print("output digest: " + String(d, radix: 16))
         }
     }

@@ -6,14 +6,15 @@ import Musl
 import Darwin
 #endif
 
-/// SplitMix64: seeds other generators and derives independent streams from (seed, index).
-struct SplitMix64 {
+/// SplitMix64: seeds other generators and derives independent streams from (seed, index); tests use it for
+/// reproducible random inputs (a failure names its seed).
+public struct SplitMix64: RandomNumberGenerator {
     var state: UInt64
 
-    init(seed: UInt64) { state = seed }
+    public init(seed: UInt64) { state = seed }
 
     @inline(__always)
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

@@ -12,6 +12,10 @@ public struct BenchResult: Sendable {
     public var jsonBytes = 0
     public var outputMessages = 0
     public var outputBytes = 0
+    /// Of `outputMessages`: written by a merger of partial aggregates (`metrics.counts`).
+    public var mergedMessages = 0
+    /// Wall time of the merges, when the engine measures its stages' times.
+    public var mergeTime: Duration = .zero
     public var seconds = 0.0
     /// CPU time of the benchmark thread: robust against other load on a shared machine.
     public var cpuSeconds = 0.0
@@ -25,7 +29,7 @@ public struct BenchResult: Sendable {
     public var json: String {
         "{\"records\":\(records),\"events\":\(events),\"seconds\":\(String(format: "%.4f", seconds)),"
             + "\"events_per_s\":\(Int(eventsPerSecond)),\"cpu_seconds\":\(String(format: "%.4f", cpuSeconds)),\"events_per_cpu_s\":\(Int(eventsPerCPUSecond)),\"mb_per_s\":\(String(format: "%.1f", megabytesPerSecond)),"
-            + "\"json_bytes\":\(jsonBytes),\"output_messages\":\(outputMessages),\"output_bytes\":\(outputBytes),"
+            + "\"json_bytes\":\(jsonBytes),\"output_messages\":\(outputMessages),\"merged_messages\":\(mergedMessages),\"output_bytes\":\(outputBytes),"
             + "\"peak_rss_bytes\":\(peakRSSBytes)}"
     }
 }
@@ -49,6 +53,8 @@ public enum Bench {
         }
         var bytes: [UInt8] = []
         var records: [Record] = []
+        /// Partitions the records were spread over.
+        public internal(set) var partitions: Int32 = 1
         /// Number of records.
         public var count: Int { records.count }
     }
@@ -57,6 +63,7 @@ public enum Bench {
     public static func prepare(_ records: [RecordingRecord], partitions: Int32 = 8) -> Source {
         var nextOffset = [Int64](repeating: 0, count: Int(partitions))
         var source = Source()
+        source.partitions = max(1, partitions)
         source.records.reserveCapacity(records.count)
         func add(_ b: [UInt8]?) -> Span {
             guard let b else { return .absent }
@@ -82,15 +89,26 @@ public enum Bench {
     }
 
     /// Runs the engine over the records in batches of `batchSize`; then `finish`.
-    /// `sink` sees every output buffer (tests); the benchmark passes nil.
+    /// With `merge`, a stage's partial aggregates go through its merger after each batch, as in a worker that
+    /// holds every internal partition, so that the merge is timed and its records (`metrics.counts`) counted.
+    /// `sink` sees every output buffer (tests), and with `merge` the merger's after each batch's; the
+    /// benchmark passes nil.
     public static func run(
         engine: PipelineEngine, records source: Source, topic: String = "events.raw", batchSize: Int = 1000,
-        sink: ((EventBatch, OutputBuffer) -> Void)? = nil
+        merge: Bool = false, sink: ((EventBatch, OutputBuffer) -> Void)? = nil
     ) throws -> BenchResult {
         var batch = EventBatch()
         var output = OutputBuffer()
         let topicIndex = batch.topicIndex(topic)
         var result = BenchResult()
+        // Wired as a worker wires it, with as many internal partitions as source partitions (what `maidian run`
+        // creates on an embedded broker), whether or not the partials are merged here.
+        let partialsTopic = engine.repartitioning.map { r in
+            let name = r.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: engine.spec.source.group)
+            r.connect(partialsTopic: name, partialsPartitions: source.partitions, sourcePartitions: source.partitions)
+            return name
+        }
+        var merging = merge ? partialsTopic.flatMap { PartialsRouting(engine: engine, topic: $0) } : nil
         let clock = ContinuousClock()
         let start = clock.now
         let cpuStart = threadCPUTime()
@@ -115,6 +133,7 @@ public enum Bench {
                     result.outputMessages += output.messages.count
                     result.outputBytes += output.bytes.count
                     sink?(batch, output)
+                    try merging?.merge(output, into: &result, sink: sink.map { s in { s(batch, $0) } })
                     i = end
                 }
             }
@@ -125,6 +144,7 @@ public enum Bench {
         result.outputMessages += output.messages.count
         result.outputBytes += output.bytes.count
         sink?(batch, output)
+        try merging?.merge(output, into: &result, sink: sink.map { s in { s(batch, $0) } })
         let elapsed = clock.now - start
         result.cpuSeconds = threadCPUTime() - cpuStart
         result.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -137,9 +157,9 @@ public enum Bench {
 
     /// A digest of every output message (topic name, key, value, in order) of one untimed run: two builds
     /// that print the same digest for the same pipeline and recording wrote the same outputs.
-    public static func outputDigest(engine: PipelineEngine, records: Source, topic: String = "events.raw", batchSize: Int = 1000) throws -> UInt64 {
+    public static func outputDigest(engine: PipelineEngine, records: Source, topic: String = "events.raw", batchSize: Int = 1000, merge: Bool = false) throws -> UInt64 {
         var h = Hash64()
-        _ = try run(engine: engine, records: records, topic: topic, batchSize: batchSize) { _, out in
+        _ = try run(engine: engine, records: records, topic: topic, batchSize: batchSize, merge: merge) { _, out in
             out.bytes.withUnsafeBufferPointer { b in
                 for m in out.messages {
                     var name = out.topics[Int(m.topic)]
@@ -168,5 +188,51 @@ public enum Bench {
             return digits * 1024
         }
         return 0
+    }
+}
+
+/// What a worker does with the internal topic, without Kafka: the partials a batch wrote are read back in
+/// order, per internal partition, and handed to the merger.
+struct PartialsRouting {
+    let merger: any PartialMerger
+    let name: String
+    var topic: Int32 = -1
+    var nextOffset: [Int32: Int64] = [:]
+    var records: [InternalRecord] = []
+    var output = OutputBuffer()
+    let measure: Bool
+
+    /// For the stage of `engine` that repartitions through `topic`.
+    init?(engine: PipelineEngine, topic: String) {
+        guard let r = engine.repartitioning else { return nil }
+        name = topic
+        merger = r.merger
+        measure = engine.measureTime
+    }
+
+    mutating func merge(_ produced: OutputBuffer, into result: inout BenchResult, sink: ((OutputBuffer) -> Void)?) throws {
+        if topic < 0 {
+            guard let t = produced.topics.firstIndex(of: name) else { return }
+            topic = Int32(t)
+        }
+        records.removeAll(keepingCapacity: true)
+        produced.bytes.withUnsafeBufferPointer { b in
+            func copy(_ s: Span) -> [UInt8] { s.isPresent ? Array(b[Int(s.start)..<Int(s.end)]) : [] }
+            for m in produced.messages where m.topic == topic {
+                let offset = nextOffset[m.partition, default: 0]
+                nextOffset[m.partition] = offset + 1
+                records.append(InternalRecord(
+                    partition: m.partition, offset: offset, key: copy(m.key), value: copy(m.value), index: Int32(records.count)))
+            }
+        }
+        guard !records.isEmpty else { return }
+        output.reset()
+        let start = measure ? ContinuousClock.now : nil
+        try merger.process(records, output: &output)
+        if let start { result.mergeTime += ContinuousClock.now - start }
+        result.outputMessages += output.messages.count
+        result.outputBytes += output.bytes.count
+        result.mergedMessages += output.messages.count
+        sink?(output)
     }
 }

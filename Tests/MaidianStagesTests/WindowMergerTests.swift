@@ -3,6 +3,7 @@ import Logging
 import XCTest
 import MaidianEvents
 import MaidianPipeline
+import MaidianRecording
 @testable import MaidianStages
 
 final class WindowMergerTests: XCTestCase {
@@ -116,6 +117,65 @@ final class WindowMergerTests: XCTestCase {
         XCTAssertEqual(int(v["avg_ms"]), 9_400)
         XCTAssertEqual(int(v["p50_ms"]), 5_000)
         XCTAssertEqual(int(v["p90_ms"]), 30_000)
+    }
+
+    /// The merger reads users and durations out of the partials' bytes; its records must be what merging the
+    /// partials' `UserSet`s and `DurationDigest`s gives, exact sets and sketches, exact durations and buckets,
+    /// with a source's later partial replacing its earlier one.
+    func testMergedRecordsEqualMergingTheSetsAndDigests() throws {
+        var rng = SystemRandomNumberGenerator()
+        let seed = UInt64.random(in: 0..<UInt64.max, using: &rng)
+        var random = SplitMix64(seed: seed)
+        let sources: Int32 = 4
+        let f = Feed(sources: sources)
+        var want: [String: (count: Int64, users: UserSet, sum: Int64, durations: DurationDigest?)] = [:]
+        for window in Int64(0)..<12 {
+            // Sizes around the exact limits: a handful, just below, just above, far beyond.
+            let size = [3, 400, 990, 1_001, 2_500][Int(window) % 5]
+            let dwell = window % 3 == 0
+            var latest: [Int32: (Int64, UserSet, [Int64])] = [:]
+            for source in 0..<sources where random.next() % 4 != 0 {
+                for _ in 0..<(1 + random.next() % 2) {  // sometimes twice: the later one counts
+                    let n = Int(random.next() % UInt64(size)) + 1
+                    let users = (0..<n).map { _ in random.next() % UInt64(size * 2) }
+                    let durations = dwell ? (0..<n).map { _ in Int64(random.next() % 600_000) } : nil
+                    let count = Int64(n)
+                    f.partial(source, window: window, count: count, users: users, durations: durations)
+                    var set = UserSet()
+                    for u in users { set.insert(u) }
+                    latest[source] = (count, set, durations ?? [])
+                }
+            }
+            guard !latest.isEmpty else { continue }
+            var users = UserSet(), digest = DurationDigest(), count: Int64 = 0, sum: Int64 = 0
+            for source in latest.keys.sorted() {
+                let (c, set, durations) = latest[source]!
+                count += c
+                users.merge(set)
+                var d = DurationDigest()
+                for v in durations { d.add(v) }
+                digest.merge(d)
+                sum += durations.reduce(0, +)
+            }
+            want[(dwell ? "dwell" : "pv") + "|home|\(window * Self.minute)|"] = (count, users, sum, dwell ? digest : nil)
+        }
+        for source in 0..<sources { f.progress(source, 20 * Self.minute) }
+        let out = try f.flush()
+        XCTAssertEqual(out.count, want.count, "seed \(seed)")
+        for record in out {
+            let w = try XCTUnwrap(want[record.key], "seed \(seed): \(record.key)")
+            XCTAssertEqual(int(record.value["count"]), w.count, "seed \(seed): \(record.key)")
+            XCTAssertEqual(int(record.value["users"]), Int64(w.users.count), "seed \(seed): \(record.key)")
+            if let d = w.durations {
+                XCTAssertEqual(int(record.value["sum_ms"]), w.sum, "seed \(seed): \(record.key)")
+                XCTAssertEqual(int(record.value["p50_ms"]), d.percentile(0.5), "seed \(seed): \(record.key)")
+                XCTAssertEqual(int(record.value["p90_ms"]), d.percentile(0.9), "seed \(seed): \(record.key)")
+            } else {
+                XCTAssertNil(record.value["sum_ms"])
+            }
+        }
+        XCTAssertTrue(want.values.contains { $0.users.isSketch }, "some merged sets are sketches")
+        XCTAssertTrue(want.values.contains { !$0.users.isSketch && $0.users.count > 500 }, "some are large exact sets")
     }
 
     func testLatestPartialPerSourceReplacesTheEarlierOne() throws {
@@ -264,3 +324,4 @@ final class WindowMergerTests: XCTestCase {
         XCTAssertEqual(try f.flush().count, 1)
     }
 }
+

@@ -85,10 +85,16 @@ final class WindowsHarness {
     /// The enriched events of the last batch.
     var enriched: [[String: Any]] = []
 
+    /// Holds the rules file; removed with the harness.
+    let directory: URL
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
     /// `enrich`: stages between `match` and `windows` (built with the harness's context), e.g. presets.
     init(config: WindowsStage.Config = .init(), rules: String = WindowsHarness.rules, sourcePartitions: Int32 = 1, partialsPartitions: Int32 = 1,
          enrich: (StageContext) throws -> [any Stage] = { _ in [] }) throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("maidian-windows-\(UUID().uuidString)")
+        directory = dir
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try rules.write(to: dir.appendingPathComponent("rules.yaml"), atomically: true, encoding: .utf8)
         let ctx = StageContext(logger: Logger(label: "test"), baseDirectory: dir.path, position: "0")

@@ -76,16 +76,12 @@ enum InternalMessage: Equatable {
     }
 
     static func decode(_ bytes: [UInt8]) throws -> InternalMessage {
-        var r = ByteReader(bytes: bytes)
-        guard try r.u8() == version else { throw Malformed(description: "unknown internal message version") }
-        switch try r.u8() {
-        case 2:
-            return .progress(source: try r.i32(), watermark: try r.i64(), idle: try r.u8() != 0)
-        case 1:
-            let source = try r.i32()
-            let windowEnd = try r.i64()
-            let head = try r.bytes(Int(try r.i32()))
-            let count = try r.i64()
+        switch try layout(bytes) {
+        case .progress(let source, let watermark, let idle):
+            return .progress(source: source, watermark: watermark, idle: idle)
+        case .partial(let l):
+            var r = ByteReader(bytes: bytes)
+            r.i = l.users
             var users: UserSet
             if try r.u8() == 1 {
                 users = UserSet(exact: [], registers: try r.bytes(UserSet.registerCount))
@@ -95,6 +91,7 @@ enum InternalMessage: Equatable {
                 for _ in 0..<n { set.insert(try r.u64()) }
                 users = UserSet(exact: set, registers: [])
             }
+            r.i = l.dwell
             let isDwell = try r.u8() != 0
             var sum: Int64 = 0
             var durations = DurationDigest()
@@ -111,8 +108,61 @@ enum InternalMessage: Equatable {
                 }
             }
             return .partial(PartialAggregate(
-                sourcePartition: source, windowEnd: windowEnd, head: head, count: count, users: users,
+                sourcePartition: l.sourcePartition, windowEnd: l.windowEnd, head: Array(bytes[l.head]), count: l.count, users: users,
                 isDwell: isDwell, sumMs: sum, durations: durations))
+        }
+    }
+}
+
+extension InternalMessage {
+    /// Where the parts of an encoded partial lie in its message, so that a merger can keep the message as it
+    /// came (no copies, no sets) and read the parts when the window is written.
+    struct PartialLayout {
+        var sourcePartition: Int32
+        var windowEnd: Int64
+        var head: Range<Int>
+        var count: Int64
+        /// The users part: a form byte, then registers or a count and the hashes.
+        var users: Int
+        /// The dwell byte.
+        var dwell: Int
+    }
+
+    enum Layout {
+        case partial(PartialLayout)
+        case progress(source: Int32, watermark: Int64, idle: Bool)
+    }
+
+    /// Checks a whole message, as `decode` would, and says where its parts are, without copying anything.
+    static func layout(_ bytes: [UInt8]) throws -> Layout {
+        var r = ByteReader(bytes: bytes)
+        guard try r.u8() == version else { throw Malformed(description: "unknown internal message version") }
+        switch try r.u8() {
+        case 2:
+            return .progress(source: try r.i32(), watermark: try r.i64(), idle: try r.u8() != 0)
+        case 1:
+            let source = try r.i32()
+            let windowEnd = try r.i64()
+            let headStart = r.i + 4
+            try r.skip(Int(try r.i32()))
+            let head = headStart..<r.i
+            let count = try r.i64()
+            let users = r.i
+            if try r.u8() == 1 {
+                try r.skip(UserSet.registerCount)
+            } else {
+                try r.skip(Int(try r.i32()), times: 8)
+            }
+            let dwell = r.i
+            if try r.u8() != 0 {
+                _ = try r.i64()
+                if try r.u8() == 1 {
+                    try r.skip(Int(try r.i32()), times: 12)
+                } else {
+                    try r.skip(Int(try r.i32()), times: 8)
+                }
+            }
+            return .partial(PartialLayout(sourcePartition: source, windowEnd: windowEnd, head: head, count: count, users: users, dwell: dwell))
         default:
             throw Malformed(description: "unknown internal message type")
         }
@@ -145,6 +195,12 @@ struct ByteReader {
         for k in 0..<4 { v |= UInt32(bytes[i + k]) << UInt32(8 * k) }
         i += 4
         return Int32(bitPattern: v)
+    }
+
+    /// Moves past `n` items of `times` bytes each.
+    mutating func skip(_ n: Int, times: Int = 1) throws {
+        guard n >= 0, n <= (bytes.count - i) / times else { throw InternalMessage.Malformed(description: "truncated internal message") }
+        i += n * times
     }
 
     mutating func bytes(_ n: Int) throws -> [UInt8] {

@@ -52,10 +52,15 @@ public struct UserSet: Sendable, Equatable {
     /// 40,000 users.)
     public var count: Int {
         guard isSketch else { return exact.count }
+        return Self.estimate(registers)
+    }
+
+    /// The estimate of a sketch's registers (see `count`).
+    static func estimate(_ registers: [UInt8]) -> Int {
         let q = 64 - Self.precision
         var histogram = [Int](repeating: 0, count: q + 2)
         for r in registers { histogram[Int(r)] += 1 }
-        let m = Double(Self.registerCount)
+        let m = Double(registerCount)
         var z = m * Self.tau(1 - Double(histogram[q + 1]) / m)
         for k in stride(from: q, through: 1, by: -1) { z = 0.5 * (z + Double(histogram[k])) }
         z += m * Self.sigma(Double(histogram[0]) / m)

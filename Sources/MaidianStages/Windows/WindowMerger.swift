@@ -9,12 +9,22 @@ import MaidianPipeline
 /// Its state is rebuilt by re-reading its internal partition from `replayFrom`: the oldest partial of a
 /// window not yet written and the latest progress message of each source partition.
 final class WindowMerger: PartialMerger {
+    /// A key's partials so far. The messages are kept as they came (the worker's copies of Kafka's bytes):
+    /// their parts are read once, when the window is written.
     struct Pending {
         var windowEnd: Int64
-        var head: [UInt8]
+        /// The message whose head the record gets (the key's first partial) and where the head is in it.
+        var headMessage: [UInt8]
+        var head: Range<Int>
         /// Latest partial per source partition (a re-read source writes the same partial again).
-        var parts: [Int32: PartialAggregate] = [:]
+        var parts: [Part] = []
         var firstOffset: Int64
+    }
+
+    struct Part {
+        var source: Int32
+        var message: [UInt8]
+        var layout: InternalMessage.PartialLayout
     }
 
     struct Progress {
@@ -23,8 +33,12 @@ final class WindowMerger: PartialMerger {
         var offset: Int64
     }
 
-    struct State {
-        var pending: [[UInt8]: Pending] = [:]
+    /// One internal partition's state; a class so that a message updates it in place.
+    final class State {
+        var pending: [MessageKey: Pending] = [:]
+        /// The keys in `pending` by their window end, so that what a watermark completes is found without
+        /// walking every pending key.
+        var keysByEnd: [Int64: [MessageKey]] = [:]
         var progress: [Int32: Progress] = [:]
         /// Windows ending at or before this are written: a partial for one of them is late.
         var writtenUpTo: Int64 = .min
@@ -39,9 +53,20 @@ final class WindowMerger: PartialMerger {
     let windowsWritten = StageCounter(name: "windows_written")
     var counters: [StageCounter] { [latePartials, windowsWritten] }
 
+    // Reused while writing a record.
+    private var hashes: [UInt64] = []
+    private var registers: [UInt8] = []
+
     init(countsTopic: String, logger: Logger) {
         self.countsTopic = countsTopic
         self.logger = logger
+    }
+
+    private func state(_ partition: Int32) -> State {
+        if let st = states[partition] { return st }
+        let st = State()
+        states[partition] = st
+        return st
     }
 
     func process(_ records: [InternalRecord], output: inout OutputBuffer) throws {
@@ -59,29 +84,31 @@ final class WindowMerger: PartialMerger {
             }
             if r.replay { lastReplay[r.partition] = r.index }
             if touched[r.partition] == nil { touched[r.partition] = r.index }
-            let message: InternalMessage
+            let layout: InternalMessage.Layout
             do {
-                message = try InternalMessage.decode(r.value)
+                layout = try InternalMessage.layout(r.value)
             } catch {
                 logger.error("skipping a malformed internal record at partition \(r.partition) offset \(r.offset): \(error)")
                 continue
             }
-            var st = states[r.partition] ?? State()
-            switch message {
+            let st = state(r.partition)
+            switch layout {
             case .partial(let p):
                 if p.windowEnd <= st.writtenUpTo {
                     if r.replay { break }  // re-read: this window was written before the checkpoint
                     latePartials.add()
                     logger.warning("partial for a window already written (source partition \(p.sourcePartition) was idle?): \(String(decoding: r.key, as: UTF8.self))")
                 } else {
-                    var pending = st.pending[r.key] ?? Pending(windowEnd: p.windowEnd, head: p.head, firstOffset: r.offset)
-                    pending.parts[p.sourcePartition] = p
-                    st.pending[r.key] = pending
+                    let part = Part(source: p.sourcePartition, message: r.value, layout: p)
+                    let key = MessageKey(r.key)
+                    if st.pending[key]?.replace(part) == nil {
+                        st.pending[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
+                        st.keysByEnd[p.windowEnd, default: []].append(key)
+                    }
                 }
             case .progress(let source, let watermark, let idle):
                 st.progress[source] = Progress(watermark: watermark, idle: idle, offset: r.offset)
             }
-            states[r.partition] = st
         }
         for (partition, index) in touched.sorted(by: { $0.key < $1.key }) {
             writeReady(partition: partition, record: index, output: &output)
@@ -109,39 +136,88 @@ final class WindowMerger: PartialMerger {
     }
 
     private func writeReady(partition: Int32, record: Int32, output: inout OutputBuffer) {
-        guard var st = states[partition], let wm = watermark(st) else { return }
+        guard let st = states[partition], let wm = watermark(st) else { return }
         if wm > st.writtenUpTo { st.writtenUpTo = wm }
-        let ready = st.pending.filter { $0.value.windowEnd <= wm }.keys.sorted { $0.lexicographicallyPrecedes($1) }
-        for key in ready {
-            write(key: key, st.pending[key]!, record: record, output: &output)
-            st.pending[key] = nil
+        var ready: [MessageKey] = []
+        for end in st.keysByEnd.keys.filter({ $0 <= wm }) {
+            ready += st.keysByEnd.removeValue(forKey: end)!
         }
-        states[partition] = st
+        guard !ready.isEmpty else { return }
+        ready.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+        for key in ready {
+            write(key: key.bytes, st.pending.removeValue(forKey: key)!, record: record, output: &output)
+        }
     }
 
+    /// Writes a key's record: the counts of its partials added up, their users and durations merged (the same
+    /// answer as merging `UserSet`s and `DurationDigest`s, without building them per partial).
     private func write(key: [UInt8], _ pending: Pending, record: Int32, output: inout OutputBuffer) {
         var count: Int64 = 0, sum: Int64 = 0
-        var users = UserSet()
         var durations = DurationDigest()
         var dwell = false
-        for s in pending.parts.keys.sorted() {
-            let p = pending.parts[s]!
-            count += p.count
-            users.merge(p.users)
-            if p.isDwell {
-                dwell = true
-                sum += p.sumMs
-                durations.merge(p.durations)
+        var sketch = false
+        hashes.removeAll(keepingCapacity: true)
+        for part in pending.parts.sorted(by: { $0.source < $1.source }) {
+            count += part.layout.count
+            var r = ByteReader(bytes: part.message)
+            // The layout was checked when the message arrived: these reads stay in bounds.
+            r.i = part.layout.users
+            if (try? r.u8()) == 1 {
+                if !sketch {
+                    sketch = true
+                    registers = [UInt8](repeating: 0, count: UserSet.registerCount)
+                }
+                part.message.withUnsafeBufferPointer { m in
+                    registers.withUnsafeMutableBufferPointer { acc in
+                        for k in 0..<UserSet.registerCount where m[r.i + k] > acc[k] { acc[k] = m[r.i + k] }
+                    }
+                }
+            } else {
+                let n = Int((try? r.i32()) ?? 0)
+                for _ in 0..<n { hashes.append((try? r.u64()) ?? 0) }
             }
+            r.i = part.layout.dwell
+            if (try? r.u8()) == 1 {
+                dwell = true
+                sum += (try? r.i64()) ?? 0
+                if (try? r.u8()) == 1 {
+                    var buckets: [Int32: Int64] = [:]
+                    for _ in 0..<Int((try? r.i32()) ?? 0) { buckets[(try? r.i32()) ?? 0, default: 0] += (try? r.i64()) ?? 0 }
+                    durations.merge(DurationDigest(values: [], buckets: buckets, bucketed: true))
+                } else {
+                    for _ in 0..<Int((try? r.i32()) ?? 0) { durations.add((try? r.i64()) ?? 0) }
+                }
+            }
+        }
+        // As `UserSet`: exact while no partial is a sketch and the union has at most `exactLimit` users.
+        let users: Int
+        if !sketch {
+            hashes.sort()
+            var distinct = 0
+            for k in hashes.indices where k == 0 || hashes[k] != hashes[k - 1] { distinct += 1 }
+            if distinct > UserSet.exactLimit {
+                sketch = true
+                registers = [UInt8](repeating: 0, count: UserSet.registerCount)
+            }
+            users = distinct
+        } else {
+            users = 0
+        }
+        let distinctUsers: Int
+        if sketch {
+            for h in hashes { UserSet.add(h, to: &registers) }
+            distinctUsers = UserSet.estimate(registers)
+        } else {
+            distinctUsers = users
         }
         let keyStart = output.begin()
         output.bytes.append(contentsOf: key)
         let valueStart = output.bytes.count
-        output.bytes.append(contentsOf: pending.head)
+        output.bytes.append(contentsOf: pending.headMessage[pending.head])
         JSONOut.appendRaw(",\"count\":", to: &output.bytes)
         JSONOut.appendInt(count, to: &output.bytes)
         JSONOut.appendRaw(",\"users\":", to: &output.bytes)
-        JSONOut.appendInt(Int64(users.count), to: &output.bytes)
+        JSONOut.appendInt(Int64(distinctUsers), to: &output.bytes)
         if dwell {
             JSONOut.appendRaw(",\"sum_ms\":", to: &output.bytes)
             JSONOut.appendInt(sum, to: &output.bytes)
@@ -171,7 +247,7 @@ final class WindowMerger: PartialMerger {
     }
 
     func restore(partition: Int32, writtenUpTo: Int64?) {
-        var st = State()
+        let st = State()
         if let writtenUpTo { st.writtenUpTo = writtenUpTo }
         states[partition] = st
     }
@@ -188,4 +264,28 @@ final class WindowMerger: PartialMerger {
     func partitionsRevoked(_ partitions: [Int32]) {
         for p in partitions { states[p] = nil }
     }
+}
+
+extension WindowMerger.Pending {
+    /// A source's newer partial takes the place of its earlier one.
+    mutating func replace(_ part: WindowMerger.Part) {
+        if let k = parts.firstIndex(where: { $0.source == part.source }) { parts[k] = part } else { parts.append(part) }
+    }
+}
+
+/// An internal record's key, hashed once with `Hash64` (a `[UInt8]` key would be hashed byte by byte on
+/// every look-up).
+struct MessageKey: Hashable {
+    let bytes: [UInt8]
+    let hash: UInt64
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        var h = Hash64()
+        bytes.withUnsafeBufferPointer { if let b = $0.baseAddress { h.add(b, $0.count) } }
+        hash = h.value
+    }
+
+    static func == (a: MessageKey, b: MessageKey) -> Bool { a.hash == b.hash && a.bytes == b.bytes }
+    func hash(into hasher: inout Hasher) { hasher.combine(hash) }
 }
