@@ -243,6 +243,35 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertFalse(h.counts.keys.contains { $0.hasPrefix("dwell|") })
     }
 
+    /// Users with nothing open are forgotten once their last event is older than the state horizon; the ids
+    /// of the users kept (and of users that come later) are still theirs after the id bytes are compacted.
+    func testExpiredUsersAreForgottenAndTheKeptOnesKeepTheirIDs() throws {
+        let h = try H(config: config {
+            $0.visitTimeout = .init(milliseconds: 3_600_000)
+            $0.trailMaxAge = .init(milliseconds: 60_000)
+        })
+        let gone = (0..<50).map { "gone-user-\($0)-with-a-long-distinct-id" }
+        try h.run([gone.map { Ev.click($0, home, 1_000) }])
+        try h.run([[Ev.enter("keep", home, 3_000_000)]])
+        XCTAssertEqual(h.stage.stateSize.users, 51)
+        // The watermark passes 1 s + the horizon (1 h, the visit timeout): the clickers are forgotten, "keep"
+        // has an open visit.
+        try h.run([[Ev.other("x", 3_700_000)]])
+        try h.run([[Ev.enter("late", product, 3_710_000), Ev.other("x", 3_800_000)]])
+        XCTAssertEqual(h.stage.stateSize.users, 2, "keep and late")
+        let st = h.stage.state(0)
+        XCTAssertEqual(st.idGarbage, 0, "the forgotten ids were compacted away")
+        XCTAssertEqual(st.idBytes.count, "keep".utf8.count + "late".utf8.count)
+        try h.run([[Ev.crash("keep", 3_900_000), Ev.enter("new", home, 3_900_001), Ev.leave("new", home, 3_910_000)]])
+        try h.finish()
+        XCTAssertEqual(h.trails.map { $0["distinct_id"] as? String }, ["keep"])
+        XCTAssertEqual(dwell(h, "keep").map { $0["closed_by"] as? String }, ["crash"])
+        XCTAssertEqual(dwell(h, "new").map { $0["closed_by"] as? String }, ["leave"])
+        XCTAssertEqual(dwell(h, "late").map { $0["closed_by"] as? String }, ["end_of_input"])
+        XCTAssertEqual(h.dwell.count, 3)
+        XCTAssertEqual(Set(h.outputs.filter { $0.topic == "metrics.dwell" || $0.topic == "crash.trails" }.map(\.key)), ["keep", "new", "late"])
+    }
+
     func testFinishClosesOpenVisitsEndOfInputAndWritesEveryWindow() throws {
         let h = try H()
         try h.run([[Ev.enter("u1", home, 10_000), Ev.click("u1", home, 20_000)]])

@@ -84,10 +84,13 @@ struct TrailEntry {
     var element: Int32
 }
 
-/// What a partition keeps per `distinct_id`: open visits and the crash trail.
+/// What a partition keeps per `distinct_id`: open visits and the crash trail. The id's bytes are in the
+/// partition's `idBytes` (one allocation for all users instead of one each).
 struct UserState {
-    var id: [UInt8]
     var hash: UInt64
+    var idStart: UInt32
+    /// -1: a free slot.
+    var idCount: Int32
     var visits: [Visit] = []
     /// A ring once full: the oldest entry at `trailStart`.
     var trail: [TrailEntry] = []
@@ -211,6 +214,10 @@ final class PartitionWindows {
     /// distinct_id hash → index in `users`.
     @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
     @exclusivity(unchecked) var users: [UserState] = []
+    /// The users' `distinct_id`s back to back (`UserState.idStart`), and how many of its bytes belong to
+    /// users no longer kept (compacted when they are the larger part).
+    @exclusivity(unchecked) var idBytes: [UInt8] = []
+    var idGarbage = 0
     /// Per user: the newest event time taken (a user with events still pending is not forgotten). Beside
     /// `users`, so the per-event update reads a small dense array.
     @exclusivity(unchecked) var lastTimes: [Int64] = []
@@ -276,15 +283,24 @@ final class PartitionWindows {
         for (k, t) in oldTuples.enumerated() where windows[t.windowStart + window] != nil { addTuple(t, oldAggregates[k]) }
     }
 
-    /// The user of `hash` (`id` gives the `distinct_id` of a new one).
+    /// The user of `hash` (`appendID` writes the `distinct_id` of a new one).
     @inline(__always)
-    func user(hash: UInt64, id: () -> [UInt8], time: Int64) -> Int32 {
+    func user(hash: UInt64, appendID: (inout [UInt8]) -> Void, time: Int64) -> Int32 {
         if let u = userByHash.get(hash) { return Int32(u) }
-        return newUser(hash: hash, id: id(), time: time)
+        let start = idBytes.count
+        appendID(&idBytes)
+        return newUser(hash: hash, idStart: start, time: time)
     }
 
-    private func newUser(hash: UInt64, id: [UInt8], time: Int64) -> Int32 {
-        let state = UserState(id: id, hash: hash)
+    /// Calls `body` with the user's `distinct_id`.
+    @inline(__always)
+    func withID<R>(_ u: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let s = users[Int(u)]
+        return idBytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[Int(s.idStart)..<(Int(s.idStart) + Int(s.idCount))])) }
+    }
+
+    private func newUser(hash: UInt64, idStart: Int, time: Int64) -> Int32 {
+        let state = UserState(hash: hash, idStart: UInt32(idStart), idCount: Int32(idBytes.count - idStart))
         let u: Int32
         if let free = freeUsers.popLast() {
             u = free
@@ -302,7 +318,7 @@ final class PartitionWindows {
     /// Indexes of the users in use, in index order.
     var liveUsers: [Int32] {
         var out: [Int32] = []
-        for (i, s) in users.enumerated() where s.hash != 0 || !s.id.isEmpty { out.append(Int32(i)) }
+        for (i, s) in users.enumerated() where s.idCount >= 0 { out.append(Int32(i)) }
         return out
     }
 
@@ -312,7 +328,8 @@ final class PartitionWindows {
         for u in liveUsers {
             let s = users[Int(u)]
             if s.visits.isEmpty && lastTimes[Int(u)] < before {
-                users[Int(u)] = UserState(id: [], hash: 0)
+                idGarbage += Int(s.idCount)
+                users[Int(u)] = UserState(hash: 0, idStart: 0, idCount: -1)
                 lastTimes[Int(u)] = .min
                 freeUsers.append(u)
                 removed = true
@@ -323,6 +340,22 @@ final class PartitionWindows {
         var table = HashTable64(capacity: max(1024, users.count - freeUsers.count))
         for u in liveUsers { table.set(users[Int(u)].hash, Int64(u)) }
         userByHash = table
+        if idGarbage > idBytes.count / 2 { compactIDs() }
+    }
+
+    /// Copies the kept users' ids into a new arena.
+    private func compactIDs() {
+        var compact: [UInt8] = []
+        compact.reserveCapacity(idBytes.count - idGarbage)
+        idBytes.withUnsafeBufferPointer { old in
+            for u in liveUsers {
+                let s = users[Int(u)]
+                users[Int(u)].idStart = UInt32(compact.count)
+                compact.append(contentsOf: UnsafeBufferPointer(rebasing: old[Int(s.idStart)..<(Int(s.idStart) + Int(s.idCount))]))
+            }
+        }
+        idBytes = compact
+        idGarbage = 0
     }
 
     /// Open visits over all users (for the state-size report).

@@ -111,7 +111,10 @@ extension WindowsStage {
         let length = trailLength
         guard length > 0 else { return }
         let entry = TrailEntry(time: e.time, event: e.event, page: e.page, element: e.element)
-        if st.users[Int(u)].trail.count < length {
+        let count = st.users[Int(u)].trail.count
+        if count < length {
+            // Grown by doubling up to the trail's length, not past it (a full trail is most users' state).
+            if count == st.users[Int(u)].trail.capacity { st.users[Int(u)].trail.reserveCapacity(min(length, max(1, 2 * count))) }
             st.users[Int(u)].trail.append(entry)
         } else {
             // Full: the oldest entry makes room.
@@ -210,7 +213,7 @@ extension WindowsStage {
     /// Starts a record keyed by the user's `distinct_id` whose value opens with `{"distinct_id":...`.
     private func beginUserRecord(_ st: PartitionWindows, _ u: Int32, _ output: inout OutputBuffer) -> (Int, Int) {
         let keyStart = output.begin()
-        let valueStart = st.users[Int(u)].id.withUnsafeBytes { id in
+        let valueStart = st.withID(u) { id in
             output.bytes.append(contentsOf: id)
             let valueStart = output.bytes.count
             JSONOut.appendRaw("{\"distinct_id\":\"", to: &output.bytes)

@@ -123,11 +123,7 @@ extension WindowsStage {
         default:
             break
         }
-        let u = st.user(hash: userHash, id: {
-            var id: [UInt8] = []
-            v.appendDistinctID(ev, to: &id)
-            return id
-        }, time: ev.time)
+        let u = st.user(hash: userHash, appendID: { v.appendDistinctID(ev, to: &$0) }, time: ev.time)
         if st.lastTimes[Int(u)] < ev.time { st.lastTimes[Int(u)] = ev.time }
         st.seq += 1
         st.pending.push(PendingEvent(
