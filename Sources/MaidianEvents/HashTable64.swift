@@ -8,10 +8,12 @@
 public struct HashTable64: Sendable {
     /// Slot `i` is `slots[2 * i]` (key) and `slots[2 * i + 1]` (the value's bit pattern); valid when
     /// `tags[i] != 0`.
-    private var slots: [UInt64]
-    private var tags: [UInt8]
-    private var mask: Int
-    public private(set) var count = 0
+    @usableFromInline var slots: [UInt64]
+    @usableFromInline var tags: [UInt8]
+    @usableFromInline var mask: Int
+    /// Keys in the table.
+    public var count: Int { used }
+    @usableFromInline var used = 0
 
     public init(capacity: Int = 1024) {
         var n = 16
@@ -21,13 +23,13 @@ public struct HashTable64: Sendable {
         mask = n - 1
     }
 
-    private var slotCount: Int { mask + 1 }
+    @inlinable var slotCount: Int { mask + 1 }
 
     /// The tag of a key: its top 7 bits, never 0. The slot index comes from the low bits.
-    @inline(__always) private static func tag(_ k: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: k >> 57) | 0x80 }
+    @inlinable @inline(__always) static func tag(_ k: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: k >> 57) | 0x80 }
 
     /// The value for `key`, or nil.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func get(_ key: UInt64) -> Int64? {
         let t = HashTable64.tag(key)
         let m = mask
@@ -45,22 +47,22 @@ public struct HashTable64: Sendable {
     }
 
     /// Sets `key` to `value`.
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func set(_ key: UInt64, _ value: Int64) {
         _ = claim(key, value, overwrite: true)
     }
 
     /// The value for `key` if present; otherwise inserts `value` and returns nil. One probe sequence.
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func getOrInsert(_ key: UInt64, _ value: Int64) -> Int64? {
         claim(key, value, overwrite: false)
     }
 
     /// Finds `key`'s slot, claiming an empty one for a new key (stores `value`); stores `value` into an
     /// existing slot too when `overwrite`. Returns the value the key had, or nil when it is new.
-    @inline(__always)
-    private mutating func claim(_ key: UInt64, _ value: Int64, overwrite: Bool) -> Int64? {
-        if (count + 1) * 10 > slotCount * 7 { grow() }
+    @inlinable @inline(__always)
+    mutating func claim(_ key: UInt64, _ value: Int64, overwrite: Bool) -> Int64? {
+        if (used + 1) * 10 > slotCount * 7 { grow() }
         let t = HashTable64.tag(key)
         let m = mask
         let old = tags.withUnsafeMutableBufferPointer { tg -> Int64? in
@@ -83,24 +85,24 @@ public struct HashTable64: Sendable {
                 }
             }
         }
-        if old == nil { count += 1 }
+        if old == nil { used &+= 1 }
         return old
     }
 
     /// Empties the table, keeping its capacity (only the tags are cleared).
     public mutating func removeAll() {
-        if count == 0 { return }
+        if used == 0 { return }
         tags.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
-        count = 0
+        used = 0
     }
 
-    private mutating func grow() {
+    @usableFromInline mutating func grow() {
         let oldSlots = slots, oldTags = tags
         let n = slotCount * 2
         slots = Array(repeating: 0, count: 2 * n)
         tags = Array(repeating: 0, count: n)
         mask = n - 1
-        count = 0
+        used = 0
         for i in oldTags.indices where oldTags[i] != 0 { set(oldSlots[2 * i], Int64(bitPattern: oldSlots[2 * i + 1])) }
     }
 }
