@@ -14,7 +14,7 @@ struct BenchCommand: ParsableCommand {
     @Argument(help: "The pipeline YAML file.") var pipeline: String
     @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String
     @Flag(help: "Print one JSON object.") var json = false
-    @Option(help: "Records per batch.") var batch: Int = 1000
+    @Option(help: "Records per batch (default: the pipeline's source.max_batch, as a worker polls).") var batch: Int?
     @Option(help: "Partitions to spread the records over (by key).") var partitions: Int = 8
     @Option(help: "Runs (each with fresh stage state); the one with the least CPU time is reported.") var runs: Int = 1
     @Flag(help: "Also print a digest of all outputs, from one extra untimed run (to check that a change kept them).") var digest = false
@@ -25,6 +25,7 @@ struct BenchCommand: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger("maidian.bench")
         let (spec, engine) = try loadPipeline(pipeline, logger: logger)
+        let batch = self.batch ?? spec.source.maxBatch
         let loadStart = ContinuousClock.now
         let records = Bench.prepare(try Recording.read(path: recording), partitions: Int32(partitions))
         logger.info("loaded \(records.count) records in \(ContinuousClock.now - loadStart)")

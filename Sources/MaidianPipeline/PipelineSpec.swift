@@ -91,7 +91,7 @@ public struct SourceSpec: Decodable, Sendable {
     /// Consumer group session timeout.
     public var sessionTimeout: ConfigDuration = ConfigDuration(milliseconds: 10_000)
     /// Most records per poll.
-    public var maxBatch: Int = 2000
+    public var maxBatch: Int = 250
     /// A worker whose processing loop completes no iteration for this long is stuck: it exits with status 3
     /// (the group would not evict it: librdkafka keeps heartbeating). See docs/recovery.md.
     public var livenessTimeout: ConfigDuration = ConfigDuration(milliseconds: 120_000)

@@ -38,7 +38,7 @@ public struct WorkerOptions: Sendable {
     /// Stop once every held partition reached the end offsets that existed at start.
     public var untilEnd = false
     /// Most records per poll.
-    public var maxBatch = 2000
+    public var maxBatch = 250
     /// How long a poll waits for records.
     public var pollTimeout: Duration = .milliseconds(100)
     /// How long the final flush may take before the worker gives up (and does not commit).

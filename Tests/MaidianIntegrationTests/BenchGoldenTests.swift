@@ -26,10 +26,10 @@ final class BenchGoldenTests: XCTestCase {
         let spec = try PipelineSpec.load(path: Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path, environment: env)
         let source = Bench.prepare(try Recording.read(path: sample.path), partitions: 8)
 
-        func run(merge: Bool) throws -> (BenchResult, [Integration.DumpedRecord]) {
+        func run(merge: Bool, batchSize: Int = 1000) throws -> (BenchResult, [Integration.DumpedRecord]) {
             let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Logger(label: "bench-golden"))
             var records: [Integration.DumpedRecord] = []
-            let result = try Bench.run(engine: engine, records: source, topic: spec.source.topic, merge: merge) { _, out in
+            let result = try Bench.run(engine: engine, records: source, topic: spec.source.topic, batchSize: batchSize, merge: merge) { _, out in
                 for (i, m) in out.messages.enumerated() {
                     records.append((out.topics[Int(m.topic)], out.keyString(i), out.valueString(i)))
                 }
@@ -51,5 +51,16 @@ final class BenchGoldenTests: XCTestCase {
         XCTAssertEqual(unmerged.mergedMessages, 0)
         XCTAssertFalse(unmergedRecords.contains { $0.topic == "metrics.counts" })
         XCTAssertEqual(unmerged.outputMessages + counts, result.outputMessages)
+
+        // The batch size (a worker's `max_batch`) changes how often partials and progress go to the internal
+        // topic, never what comes out.
+        func external(_ records: [Integration.DumpedRecord]) -> [String] {
+            records.filter { !$0.topic.hasSuffix(".partials") }.map { "\($0.topic) \($0.key ?? "-") \($0.value)" }.sorted()
+        }
+        let want = external(records)
+        for batchSize in [97, 250, 2_000] {
+            let (_, other) = try run(merge: true, batchSize: batchSize)
+            XCTAssertTrue(external(other) == want, "outputs with batches of \(batchSize) records")
+        }
     }
 }

@@ -162,7 +162,7 @@ final class RecoveryTests: XCTestCase {
     /// its partitions on, and nothing it had not delivered was committed.
     func testStuckWorkerIsStoppedByTheWatchdog() throws {
         let c = try SampleCluster(pipelineEdits: [
-            ("  max_batch: 2000            # records per poll\n", "  max_batch: 2000            # records per poll\n  liveness_timeout: 5s\n"),
+            ("  max_batch: 250             # records per poll, processed as one batch (small batches stay in the CPU caches)\n", "  max_batch: 250\n  liveness_timeout: 5s\n"),
         ])
         XCTAssertEqual(try c.produce(SampleCluster.sample.path), 9568)
         let w = try c.startWorker("stuck", environment: ["MAIDIAN_TEST_FAULTS": "stall-after=3000"])

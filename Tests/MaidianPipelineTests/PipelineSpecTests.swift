@@ -41,7 +41,7 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(spec.source.group, "maidian")
         XCTAssertEqual(spec.source.partitions, 8)
         XCTAssertEqual(spec.source.sessionTimeout, .seconds(10))
-        XCTAssertEqual(spec.source.maxBatch, 2000)
+        XCTAssertEqual(spec.source.maxBatch, 250)
         XCTAssertEqual(spec.source.limits, RecordLimits(maxCompressedBytes: 1 << 20, maxDecompressedBytes: 16 << 20, maxEventsPerRecord: 10_000))
         XCTAssertEqual(spec.source.kafka, [:])
         XCTAssertEqual(spec.producerKafka, [:])
