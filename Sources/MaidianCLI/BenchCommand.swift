@@ -43,7 +43,7 @@ struct BenchCommand: ParsableCommand {
             timed.measureTime = true
             let r = try Bench.run(engine: timed, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
             reported = timed
-            if r.mergedMessages > 0 || timed.repartitioning != nil && !noMerge { mergeTime = r.mergeTime }
+            mergeTime = r.mergeTime
         }
         let summaryEngine = reported
         if json {

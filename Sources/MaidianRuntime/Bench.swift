@@ -103,12 +103,12 @@ public enum Bench {
         var result = BenchResult()
         // Wired as a worker wires it, with as many internal partitions as source partitions (what `maidian run`
         // creates on an embedded broker), whether or not the partials are merged here.
-        let partialsTopic = engine.repartitioning.map { r in
+        var merging: PartialsRouting?
+        if let r = engine.repartitioning {
             let name = r.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: engine.spec.source.group)
             r.connect(partialsTopic: name, partialsPartitions: source.partitions, sourcePartitions: source.partitions)
-            return name
+            if merge { merging = PartialsRouting(merger: r.merger, name: name, measure: engine.measureTime) }
         }
-        var merging = merge ? partialsTopic.flatMap { PartialsRouting(engine: engine, topic: $0) } : nil
         let clock = ContinuousClock()
         let start = clock.now
         let cpuStart = threadCPUTime()
@@ -202,12 +202,10 @@ struct PartialsRouting {
     var output = OutputBuffer()
     let measure: Bool
 
-    /// For the stage of `engine` that repartitions through `topic`.
-    init?(engine: PipelineEngine, topic: String) {
-        guard let r = engine.repartitioning else { return nil }
-        name = topic
-        merger = r.merger
-        measure = engine.measureTime
+    init(merger: any PartialMerger, name: String, measure: Bool) {
+        self.merger = merger
+        self.name = name
+        self.measure = measure
     }
 
     mutating func merge(_ produced: OutputBuffer, into result: inout BenchResult, sink: ((OutputBuffer) -> Void)?) throws {

@@ -80,36 +80,14 @@ enum InternalMessage: Equatable {
         case .progress(let source, let watermark, let idle):
             return .progress(source: source, watermark: watermark, idle: idle)
         case .partial(let l):
-            var r = ByteReader(bytes: bytes)
-            r.i = l.users
-            var users: UserSet
-            if try r.u8() == 1 {
-                users = UserSet(exact: [], registers: try r.bytes(UserSet.registerCount))
-            } else {
-                let n = Int(try r.i32())
-                var set = Set<UInt64>(minimumCapacity: n)
-                for _ in 0..<n { set.insert(try r.u64()) }
-                users = UserSet(exact: set, registers: [])
-            }
-            r.i = l.dwell
-            let isDwell = try r.u8() != 0
-            var sum: Int64 = 0
-            var durations = DurationDigest()
-            if isDwell {
-                sum = try r.i64()
-                if try r.u8() == 1 {
-                    var buckets: [Int32: Int64] = [:]
-                    for _ in 0..<Int(try r.i32()) { buckets[try r.i32()] = try r.i64() }
-                    durations = DurationDigest(values: [], buckets: buckets, bucketed: true)
-                } else {
-                    var values: [Int64] = []
-                    for _ in 0..<Int(try r.i32()) { values.append(try r.i64()) }
-                    durations = DurationDigest(values: values, buckets: [:], bucketed: false)
-                }
-            }
+            var users = UserSet()
+            var exact = Set<UInt64>()
+            try l.readUsers(bytes, sketch: { users = UserSet(exact: [], registers: Array($0)) }, hash: { exact.insert($0) })
+            if !users.isSketch { users = UserSet(exact: exact, registers: []) }
+            let dwell = try l.readDwell(bytes)
             return .partial(PartialAggregate(
                 sourcePartition: l.sourcePartition, windowEnd: l.windowEnd, head: Array(bytes[l.head]), count: l.count, users: users,
-                isDwell: isDwell, sumMs: sum, durations: durations))
+                isDwell: dwell != nil, sumMs: dwell?.sum ?? 0, durations: dwell?.durations ?? DurationDigest()))
         }
     }
 }
@@ -166,6 +144,37 @@ extension InternalMessage {
         default:
             throw Malformed(description: "unknown internal message type")
         }
+    }
+}
+
+extension InternalMessage.PartialLayout {
+    /// Reads the users part of `message` (the partial this layout describes): `sketch` gets a sketch's
+    /// registers, or `hash` each exact hash.
+    func readUsers(_ message: [UInt8], sketch: (UnsafeBufferPointer<UInt8>) -> Void, hash: (UInt64) -> Void) throws {
+        var r = ByteReader(bytes: message)
+        r.i = users
+        if try r.u8() == 1 {
+            try r.skip(UserSet.registerCount)
+            message.withUnsafeBufferPointer { sketch(UnsafeBufferPointer(rebasing: $0[(r.i - UserSet.registerCount)..<r.i])) }
+        } else {
+            for _ in 0..<Int(try r.i32()) { hash(try r.u64()) }
+        }
+    }
+
+    /// The dwell part of `message`: its sum and durations, or nil for a pv or click partial.
+    func readDwell(_ message: [UInt8]) throws -> (sum: Int64, durations: DurationDigest)? {
+        var r = ByteReader(bytes: message)
+        r.i = dwell
+        guard try r.u8() != 0 else { return nil }
+        let sum = try r.i64()
+        if try r.u8() == 1 {
+            var buckets: [Int32: Int64] = [:]
+            for _ in 0..<Int(try r.i32()) { buckets[try r.i32()] = try r.i64() }
+            return (sum, DurationDigest(values: [], buckets: buckets, bucketed: true))
+        }
+        var values: [Int64] = []
+        for _ in 0..<Int(try r.i32()) { values.append(try r.i64()) }
+        return (sum, DurationDigest(values: values, buckets: [:], bucketed: false))
     }
 }
 

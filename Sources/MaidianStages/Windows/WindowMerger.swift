@@ -101,6 +101,7 @@ final class WindowMerger: PartialMerger {
                 } else {
                     let part = Part(source: p.sourcePartition, message: r.value, layout: p)
                     let key = MessageKey(r.key)
+                    // Replaced in place when the key is pending (nil: it is not).
                     if st.pending[key]?.replace(part) == nil {
                         st.pending[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
                         st.keysByEnd[p.windowEnd, default: []].append(key)
@@ -159,56 +160,35 @@ final class WindowMerger: PartialMerger {
         hashes.removeAll(keepingCapacity: true)
         for part in pending.parts.sorted(by: { $0.source < $1.source }) {
             count += part.layout.count
-            var r = ByteReader(bytes: part.message)
-            // The layout was checked when the message arrived: these reads stay in bounds.
-            r.i = part.layout.users
-            if (try? r.u8()) == 1 {
+            // The layout was checked when the message arrived: these reads do not fail.
+            try? part.layout.readUsers(part.message, sketch: { other in
                 if !sketch {
                     sketch = true
                     registers = [UInt8](repeating: 0, count: UserSet.registerCount)
                 }
-                part.message.withUnsafeBufferPointer { m in
-                    registers.withUnsafeMutableBufferPointer { acc in
-                        for k in 0..<UserSet.registerCount where m[r.i + k] > acc[k] { acc[k] = m[r.i + k] }
-                    }
+                registers.withUnsafeMutableBufferPointer { acc in
+                    for k in 0..<UserSet.registerCount where other[k] > acc[k] { acc[k] = other[k] }
                 }
-            } else {
-                let n = Int((try? r.i32()) ?? 0)
-                for _ in 0..<n { hashes.append((try? r.u64()) ?? 0) }
-            }
-            r.i = part.layout.dwell
-            if (try? r.u8()) == 1 {
+            }, hash: { hashes.append($0) })
+            if let d = try? part.layout.readDwell(part.message) {
                 dwell = true
-                sum += (try? r.i64()) ?? 0
-                if (try? r.u8()) == 1 {
-                    var buckets: [Int32: Int64] = [:]
-                    for _ in 0..<Int((try? r.i32()) ?? 0) { buckets[(try? r.i32()) ?? 0, default: 0] += (try? r.i64()) ?? 0 }
-                    durations.merge(DurationDigest(values: [], buckets: buckets, bucketed: true))
-                } else {
-                    for _ in 0..<Int((try? r.i32()) ?? 0) { durations.add((try? r.i64()) ?? 0) }
-                }
+                sum += d.sum
+                durations.merge(d.durations)
             }
         }
-        // As `UserSet`: exact while no partial is a sketch and the union has at most `exactLimit` users.
-        let users: Int
+        // As `UserSet` would: exact while no partial is a sketch and the union has at most `exactLimit` users.
+        var users = 0
         if !sketch {
             hashes.sort()
-            var distinct = 0
-            for k in hashes.indices where k == 0 || hashes[k] != hashes[k - 1] { distinct += 1 }
-            if distinct > UserSet.exactLimit {
+            for k in hashes.indices where k == 0 || hashes[k] != hashes[k - 1] { users += 1 }
+            if users > UserSet.exactLimit {
                 sketch = true
                 registers = [UInt8](repeating: 0, count: UserSet.registerCount)
             }
-            users = distinct
-        } else {
-            users = 0
         }
-        let distinctUsers: Int
         if sketch {
             for h in hashes { UserSet.add(h, to: &registers) }
-            distinctUsers = UserSet.estimate(registers)
-        } else {
-            distinctUsers = users
+            users = UserSet.estimate(registers)
         }
         let keyStart = output.begin()
         output.bytes.append(contentsOf: key)
@@ -217,7 +197,7 @@ final class WindowMerger: PartialMerger {
         JSONOut.appendRaw(",\"count\":", to: &output.bytes)
         JSONOut.appendInt(count, to: &output.bytes)
         JSONOut.appendRaw(",\"users\":", to: &output.bytes)
-        JSONOut.appendInt(Int64(distinctUsers), to: &output.bytes)
+        JSONOut.appendInt(Int64(users), to: &output.bytes)
         if dwell {
             JSONOut.appendRaw(",\"sum_ms\":", to: &output.bytes)
             JSONOut.appendInt(sum, to: &output.bytes)
