@@ -2,11 +2,11 @@ import Foundation
 import MaidianGeo
 import XCTest
 
-/// The test database of the shared traffic (`../shared/geo/test-city.mmdb`, GeoIP2-City layout, `en` and
+/// The test database of the sample traffic (`testdata/geo/test-city.mmdb`, GeoIP2-City layout, `en` and
 /// `zh-CN` names) and variants of it made by replacing equal-length strings in its bytes.
 enum TestGeo {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static let path = root.deletingLastPathComponent().appendingPathComponent("shared/geo/test-city.mmdb").path
+    static let path = root.appendingPathComponent("testdata/geo/test-city.mmdb").path
 
     /// The test database with `replacements` (each the same length in UTF-8) applied, written to a temp file.
     static func variant(_ replacements: [(String, String)], name: String = "variant") throws -> String {
@@ -37,7 +37,7 @@ enum TestGeo {
 
 final class GeoDatabaseTests: XCTestCase {
     func open() throws -> GeoDatabase {
-        try XCTSkipUnless(FileManager.default.fileExists(atPath: TestGeo.path), "needs ../shared/geo/test-city.mmdb")
+        try XCTSkipUnless(FileManager.default.fileExists(atPath: TestGeo.path), "needs testdata/geo/test-city.mmdb")
         return try GeoDatabase(path: TestGeo.path)
     }
 

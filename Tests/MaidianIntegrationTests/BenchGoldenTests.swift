@@ -14,7 +14,7 @@ final class BenchGoldenTests: XCTestCase {
     func testBenchOfTheFullPipelineWritesTheGoldenAnswers() throws {
         let sample = Integration.shared.appendingPathComponent("traffic/sample.ndjson")
         guard FileManager.default.fileExists(atPath: sample.path) else {
-            XCTFail("missing \(sample.path): the golden test needs ../shared/traffic")
+            XCTFail("missing \(sample.path): the golden test needs testdata/traffic")
             return
         }
         let expected = try JSONSerialization.jsonObject(

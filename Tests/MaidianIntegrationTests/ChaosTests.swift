@@ -14,7 +14,7 @@ import XCTest
 final class ChaosTests: XCTestCase {
     func testKillsAndBrokerFailuresKeepTheOutputsRight() throws {
         guard FileManager.default.fileExists(atPath: SampleCluster.sample.path) else {
-            XCTFail("missing \(SampleCluster.sample.path): the chaos test needs ../shared/traffic")
+            XCTFail("missing \(SampleCluster.sample.path): the chaos test needs testdata/traffic")
             return
         }
         let seed = ProcessInfo.processInfo.environment["MAIDIAN_CHAOS_SEED"].flatMap { UInt64($0) }

@@ -11,7 +11,7 @@ final class GoldenSampleTests: XCTestCase {
         let sample = Integration.shared.appendingPathComponent("traffic/sample.ndjson")
         let expectedURL = Integration.shared.appendingPathComponent("traffic/sample.expected.json")
         guard FileManager.default.fileExists(atPath: sample.path) else {
-            XCTFail("missing \(sample.path): the golden test needs ../shared/traffic")
+            XCTFail("missing \(sample.path): the golden test needs testdata/traffic")
             return
         }
         let expected = try JSONSerialization.jsonObject(with: Data(contentsOf: expectedURL)) as! [String: Any]

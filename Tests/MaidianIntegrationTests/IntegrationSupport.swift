@@ -7,10 +7,11 @@ enum Integration {
     /// The repository root (this file is Tests/MaidianIntegrationTests/IntegrationSupport.swift).
     static let root: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// `../shared` next to the repository (CI puts it there).
-    static let shared: URL = root.deletingLastPathComponent().appendingPathComponent("shared")
+    /// The test data the repository carries (`testdata/`: the sample recordings, their answers, the sample
+    /// rules and a small MaxMind database).
+    static let shared: URL = root.appendingPathComponent("testdata")
 
-    /// A file under `../shared`; throws (failing the test) when it is missing.
+    /// A file under `testdata/`; throws (failing the test) when it is missing.
     static func sharedFile(_ path: String) throws -> URL {
         let url = shared.appendingPathComponent(path)
         guard FileManager.default.fileExists(atPath: url.path) else { throw MissingFile(path: url.path) }
@@ -19,7 +20,7 @@ enum Integration {
 
     struct MissingFile: Error, CustomStringConvertible {
         let path: String
-        var description: String { "missing \(path): the test needs ../shared next to the repository" }
+        var description: String { "missing \(path): the test data of the repository (testdata/) is missing" }
     }
 
     /// The `maidian` executable: `$MAIDIAN_BIN`, else next to the test bundle.

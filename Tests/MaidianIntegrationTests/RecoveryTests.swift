@@ -7,7 +7,7 @@ import XCTest
 /// durations are printed, not asserted (they are measured in docs/recovery.md).
 final class RecoveryTests: XCTestCase {
     override func setUpWithError() throws {
-        try XCTSkipUnless(FileManager.default.fileExists(atPath: SampleCluster.sample.path), "needs ../shared/traffic")
+        try XCTSkipUnless(FileManager.default.fileExists(atPath: SampleCluster.sample.path), "needs testdata/traffic")
     }
 
     /// SIGTERM and SIGINT are clean stops: the worker finishes its batch, delivers, commits, leaves the group

@@ -15,7 +15,7 @@ final class RulesTestCommandTests: XCTestCase {
     var sample: String { traffic.appendingPathComponent("sample.ndjson").path }
 
     override func setUpWithError() throws {
-        try XCTSkipUnless(FileManager.default.fileExists(atPath: sample), "needs ../shared/traffic")
+        try XCTSkipUnless(FileManager.default.fileExists(atPath: sample), "needs testdata/traffic")
     }
 
     /// Rule id → sum of `count` over the rule's `pv` and `click` keys (`{metric}|{rule}|{window}|{dims}`).

@@ -4,7 +4,9 @@ import XCTest
 
 @testable import MaidianRecording
 
-let samplePath = "/work/shared/traffic/sample.ndjson"
+/// The sample recording the repository carries.
+let samplePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent("testdata/traffic/sample.ndjson").path
 
 func tempDir(_ name: String) throws -> URL {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("maidian-rec-\(name)-\(getpid())")

@@ -8,10 +8,10 @@ import XCTest
 /// The rules sets `maidian bench-match` generates, checked without timing: they load, and the indexed matcher
 /// with its one multi-pattern regex scan finds what trying every rule (and every regex) one by one finds.
 final class RuleSetGeneratorTests: XCTestCase {
-    /// Page views and clicks of `../shared/traffic/sample.ndjson`, decoded.
+    /// Page views and clicks of `testdata/traffic/sample.ndjson`, decoded.
     static let sample: [(EventRole, EventFacts)] = {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../../shared/traffic/sample.ndjson").standardized.path
+            .appendingPathComponent("../../../testdata/traffic/sample.ndjson").standardized.path
         guard let records = try? Recording.read(path: path) else { return [] }
         var out: [(EventRole, EventFacts)] = []
         let decoder = RecordDecoder()
@@ -64,7 +64,7 @@ final class RuleSetGeneratorTests: XCTestCase {
     }
 
     func testGeneratedSetsLoadWithEveryRuleKind() throws {
-        try XCTSkipIf(Self.sample.isEmpty, "needs ../shared/traffic/sample.ndjson")
+        try XCTSkipIf(Self.sample.isEmpty, "needs testdata/traffic/sample.ndjson")
         for count in [10, 1000, 10_000] {
             let rules = try generated(count).rules
             XCTAssertEqual(rules.pages.count + rules.elements.count + rules.actions.count, count)
@@ -86,7 +86,7 @@ final class RuleSetGeneratorTests: XCTestCase {
 
     /// The multi-pattern scan reports exactly the patterns that match when each is compiled and tried alone.
     func testMultiPatternScanEqualsOneByOne() throws {
-        try XCTSkipIf(Self.sample.isEmpty, "needs ../shared/traffic/sample.ndjson")
+        try XCTSkipIf(Self.sample.isEmpty, "needs testdata/traffic/sample.ndjson")
         let identifiers = Array(Set(Self.sample.filter { $0.0 == .click }.map { $0.1.elementIdentifier })).sorted()
         for count in [10, 1000, 10_000] {
             let g = try generated(count)
@@ -108,7 +108,7 @@ final class RuleSetGeneratorTests: XCTestCase {
 
     /// The indexed matcher equals trying every rule one by one (every regex compiled alone) on a sample of events.
     func testMatcherEqualsRuleByRule() throws {
-        try XCTSkipIf(Self.sample.isEmpty, "needs ../shared/traffic/sample.ndjson")
+        try XCTSkipIf(Self.sample.isEmpty, "needs testdata/traffic/sample.ndjson")
         for (count, step) in [(10, 3), (1000, 7), (10_000, 100)] {
             let g = try generated(count)
             let (rules, matcher, singles) = (g.rules, g.matcher, g.singles)

@@ -24,12 +24,12 @@ final class CheckpointReplayTests: XCTestCase {
     }
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static let shared = root.deletingLastPathComponent().appendingPathComponent("shared")
+    static let shared = root.appendingPathComponent("testdata")
 
     func testTakeoverFromReplayPointsWritesWhatAnUninterruptedRunWrites() throws {
         let sample = Self.shared.appendingPathComponent("traffic/sample.ndjson").path
         guard FileManager.default.fileExists(atPath: sample) else {
-            XCTFail("missing \(sample): this test needs ../shared/traffic")
+            XCTFail("missing \(sample): this test needs testdata/traffic")
             return
         }
         let records = Bench.sourceRecords(try Recording.read(path: sample), partitions: 8)

@@ -7,10 +7,10 @@ import XCTest
 
 final class LocationStageTests: XCTestCase {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    static let database = root.deletingLastPathComponent().appendingPathComponent("shared/geo/test-city.mmdb").path
+    static let database = root.appendingPathComponent("testdata/geo/test-city.mmdb").path
 
     override func setUpWithError() throws {
-        try XCTSkipUnless(FileManager.default.fileExists(atPath: Self.database), "needs ../shared/geo/test-city.mmdb")
+        try XCTSkipUnless(FileManager.default.fileExists(atPath: Self.database), "needs testdata/geo/test-city.mmdb")
     }
 
     /// validate → calibrate_time → dedup → record_presets → location, then the outputs.

@@ -363,7 +363,7 @@ final class WindowsStageTests: XCTestCase {
 
     func testDimsReadPresetsThatEarlierStagesAdded() throws {
         let database = LocationStageTests.database
-        try XCTSkipUnless(FileManager.default.fileExists(atPath: database), "needs ../shared/geo/test-city.mmdb")
+        try XCTSkipUnless(FileManager.default.fileExists(atPath: database), "needs testdata/geo/test-city.mmdb")
         let h = try H(config: config { $0.by = ["$province", "$project", "app_version"] }, enrich: { ctx in
             let location = try LocationStage(config: .init(database: database, locale: "zh-CN", reloadCheck: .seconds(5), cacheSize: 1024), context: ctx)
             return [try RecordPresetsStage(config: .init(), context: ctx), location]
