@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""A worker's throughput as a user meets it: through a Kafka-protocol broker.
+
+Starts an embedded broker (`maidian broker`, librdkafka's mock cluster in its own process), loads a
+recording into the raw topic, then starts N `maidian run --until-end` workers of one consumer group
+and times them from the first partition assignment to the moment every worker has reached the end
+offsets. It reports events per second over that span, and the CPU seconds of the workers and of the
+broker separately (a worker that waits shows as CPU seconds well below the span).
+
+    swift build -c release
+    bench/through_broker.py RECORDING [--workers N] [--partitions 32] [--pipeline pipelines/app-analytics.yaml]
+
+The event count is taken from `maidian bench --json` over the same recording (the same definition of
+"events" as `maidian bench`), so the figure compares directly with the offline one.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def release_bin():
+    out = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    return os.path.join(out.stdout.strip(), "maidian")
+
+
+def proc_cpu_seconds(pid):
+    """utime + stime of a live process (and its reaped children), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    # fields[11..14] are utime, stime, cutime, cstime (fields 14..17 of stat(5), after pid and comm)
+    return sum(int(x) for x in fields[11:15]) / ticks
+
+
+class Worker:
+    """One `maidian run --until-end` process whose log lines are timestamped as they arrive."""
+
+    def __init__(self, binary, pipeline, env, index):
+        self.index = index
+        self.assigned_at = None
+        self.done_at = None
+        self.lines = []
+        self.proc = subprocess.Popen(
+            [binary, "run", pipeline, "--until-end", "--log-level", "info"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            now = time.monotonic()
+            self.lines.append(line.rstrip("\n"))
+            if self.assigned_at is None and "assigned partitions" in line and "[]" not in line:
+                self.assigned_at = now
+            if "reached the end offsets" in line:
+                self.done_at = now
+
+    def wait(self, timeout):
+        pid, status, usage = os.wait4(self.proc.pid, 0)
+        self.reader.join(timeout=5)
+        self.end = time.monotonic()
+        if self.done_at is None:
+            self.done_at = self.end
+        self.status = os.waitstatus_to_exitcode(status)
+        return usage.ru_utime + usage.ru_stime
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("recording")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--partitions", type=int, default=32)
+    ap.add_argument("--pipeline", default="pipelines/app-analytics.yaml")
+    ap.add_argument("--bin", default=None, help="the maidian binary (default: the release build)")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    args = ap.parse_args()
+    binary = args.bin or release_bin()
+    recording = os.path.abspath(args.recording)
+
+    bench = subprocess.run([binary, "bench", args.pipeline, "--recording", recording, "--runs", "1", "--json"],
+                           cwd=ROOT, capture_output=True, text=True, check=True)
+    events = json.loads(bench.stdout)["events"]
+
+    group = f"through-broker-{os.getpid()}"
+    p = args.partitions
+    small = max(4, p // 4)
+    topics = (f"events.raw:{p},events.enriched:{p},events.dlq:{small},metrics.counts:{small},"
+              f"metrics.dwell:{small},crash.trails:{small},{group}.partials:{p}")
+    with tempfile.TemporaryDirectory() as tmp:
+        addr_file = os.path.join(tmp, "broker.addr")
+        with open(addr_file, "w") as out:
+            broker = subprocess.Popen([binary, "broker", "--topics", topics, "--log-level", "warning"],
+                                      stdout=out, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(200):
+                if os.path.getsize(addr_file) > 0:
+                    break
+                time.sleep(0.05)
+            bootstrap = open(addr_file).readline().strip()
+            env = dict(os.environ, MAIDIAN_BROKERS=bootstrap, MAIDIAN_GROUP=group, MAIDIAN_SESSION_TIMEOUT="6s")
+            subprocess.run([binary, "produce", recording, "--brokers", bootstrap, "--topic", "events.raw",
+                            "--log-level", "warning"], cwd=ROOT, env=env, check=True)
+            broker_cpu_before = proc_cpu_seconds(broker.pid)
+            workers = [Worker(binary, args.pipeline, env, i) for i in range(args.workers)]
+            cpu = [w.wait(args.timeout) for w in workers]
+            broker_cpu = proc_cpu_seconds(broker.pid) - broker_cpu_before
+        finally:
+            broker.terminate()
+            broker.wait()
+
+    failed = [w for w in workers if w.status != 0]
+    for w in failed:
+        sys.stderr.write(f"worker {w.index} exited {w.status}; its last lines:\n" + "\n".join(w.lines[-20:]) + "\n")
+    starts = [w.assigned_at for w in workers if w.assigned_at is not None]
+    if not starts:
+        sys.exit("no worker was ever assigned a partition")
+    span = max(w.done_at for w in workers) - min(starts)
+    result = {
+        "events": events,
+        "workers": args.workers,
+        "partitions": p,
+        "seconds_assignment_to_end": round(span, 3),
+        "events_per_second": round(events / span),
+        "worker_cpu_seconds": [round(c, 3) for c in cpu],
+        "events_per_worker_cpu_second": round(events / sum(cpu)),
+        "broker_cpu_seconds": round(broker_cpu, 3),
+        "offline_events_per_cpu_second": json.loads(bench.stdout).get("events_per_cpu_s"),
+        "failed_workers": len(failed),
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{events} events, {args.workers} worker(s), {p} partitions: "
+              f"{result['seconds_assignment_to_end']} s from assignment to the end offsets, "
+              f"{result['events_per_second']} events/s; worker CPU {sum(cpu):.2f} s "
+              f"({result['events_per_worker_cpu_second']} events per CPU second), broker CPU {broker_cpu:.2f} s; "
+              f"offline (maidian bench): {result['offline_events_per_cpu_second']} events per CPU second")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
