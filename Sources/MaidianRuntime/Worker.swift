@@ -204,6 +204,7 @@ private final class State {
         self.options = options
         self.logger = logger
         self.sourceTopic = spec.source.topic
+        try spec.requireOutputs()
         self.engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
         self.repartitioning = engine.repartitioning
         self.internalTopic = repartitioning.map { $0.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: spec.source.group) }
