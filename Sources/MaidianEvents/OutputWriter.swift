@@ -25,7 +25,7 @@ public struct OutputBuffer: Sendable {
     /// Dead letters written with a truncated payload since this was last cleared (counted by the worker).
     public var truncatedDeadLetters = 0
     /// Dead letters not written at all because even truncated they pass `maxMessageBytes` (only with a
-    /// `message.max.bytes` below about 400 KB, or a key as big), since this was last cleared.
+    /// `message.max.bytes` below about 200 KB), since this was last cleared.
     public var droppedDeadLetters = 0
 
     /// librdkafka's default `message.max.bytes`.
