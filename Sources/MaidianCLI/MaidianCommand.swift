@@ -105,6 +105,7 @@ enum LoggingBootstrap {
 func loadPipeline(_ path: String, logger: Logger) throws -> (PipelineSpec, PipelineEngine) {
     do {
         let spec = try PipelineSpec.load(path: path)
+        try spec.requireOutputs()
         return (spec, try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger))
     } catch {
         reportPipelineError(error)

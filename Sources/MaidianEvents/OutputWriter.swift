@@ -16,6 +16,28 @@ public struct OutputBuffer: Sendable {
     public var topics: [String] = []
     public var bytes: [UInt8] = []
     public var messages: [OutputMessage] = []
+    /// The most bytes of key and value a message may have: the producer's `message.max.bytes` less
+    /// `recordOverhead` (see `maxMessageBytes(producerLimit:)`). Dead letters are written within it; other
+    /// outputs over it are replaced by `too_large` dead letters (`OutputWriter.divertOversized`).
+    public var maxMessageBytes = OutputBuffer.maxMessageBytes(producerLimit: OutputBuffer.defaultProducerLimit)
+    /// The dead-letter topic's index, set by the dead-letter output when it runs; -1 when there is none.
+    public var deadLetterTopic: Int32 = -1
+    /// Dead letters written with a truncated payload since this was last cleared (counted by the worker).
+    public var truncatedDeadLetters = 0
+    /// Dead letters not written at all because even truncated they pass `maxMessageBytes` (only with a
+    /// `message.max.bytes` below about 200 KB), since this was last cleared.
+    public var droppedDeadLetters = 0
+
+    /// librdkafka's default `message.max.bytes`.
+    public static let defaultProducerLimit = 1_000_000
+    /// Bytes kept free below `message.max.bytes` for what librdkafka adds to key and value when it checks
+    /// a message's size (lengths, timestamp, headers count: under 40 bytes) and for the batch around it.
+    public static let recordOverhead = 1024
+    /// The most bytes of its payload a dead letter keeps when the whole would be too large (SPEC section 1).
+    public static let truncatedPayloadBytes = 64 << 10
+
+    /// `maxMessageBytes` for a producer whose `message.max.bytes` is `producerLimit`.
+    public static func maxMessageBytes(producerLimit: Int) -> Int { max(0, producerLimit - recordOverhead) }
 
     public init() {
         bytes.reserveCapacity(8 << 20)
@@ -172,37 +194,165 @@ public enum OutputWriter {
     }
 
     /// Writes every failed record and failed event of the batch to `topic` (key: the input record's key).
+    ///
+    /// A dead letter that would pass `out.maxMessageBytes` keeps only the first `truncatedPayloadBytes` of
+    /// its payload (`payload_b64` of the value's first bytes; `payload` as a JSON string of the event's
+    /// first bytes, cut at a character) and says `"truncated": true`; a key over that size is left out.
     public static func writeDeadLetters(_ batch: borrowing EventBatch, topic: Int32, into out: inout OutputBuffer) {
         for r in 0..<batch.records.count {
             let rec = batch.records[r]
+            // A key that alone takes a big share of the limit is left out (SPEC section 1: no input stops a worker).
+            let hasKey = rec.key.isPresent && rec.key.count <= OutputBuffer.truncatedPayloadBytes
             if rec.status == .failed {
                 let keyStart = out.bytes.count
-                if rec.key.isPresent { out.bytes.append(contentsOf: batch.input[Int(rec.key.start)..<Int(rec.key.end)]) }
+                if hasKey { out.bytes.append(contentsOf: batch.input[Int(rec.key.start)..<Int(rec.key.end)]) }
                 let valueStart = out.bytes.count
                 writeDeadLetterHead(batch, rec, reason: rec.reason, detail: rec.detail, &out.bytes)
+                let full = rec.value.count
+                let whole = out.bytes.count - keyStart + 32 + (full + 2) / 3 * 4 <= out.maxMessageBytes
+                let kept = whole ? full : min(full, OutputBuffer.truncatedPayloadBytes)
                 JSONOut.appendRaw(",\"payload_b64\":\"", to: &out.bytes)
                 batch.input.withUnsafeBufferPointer { ib in
-                    Base64.encode(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(ib)[Int(rec.value.start)..<Int(rec.value.end)]), into: &out.bytes)
+                    let start = Int(rec.value.start)
+                    Base64.encode(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(ib)[start..<start + kept]), into: &out.bytes)
                 }
-                JSONOut.appendRaw("\"}", to: &out.bytes)
-                out.finish(topic: topic, record: Int32(r), keyStart: keyStart, valueStart: valueStart, hasKey: rec.key.isPresent)
+                JSONOut.appendRaw("\"", to: &out.bytes)
+                finishDeadLetter(&out, topic: topic, record: Int32(r), keyStart: keyStart, valueStart: valueStart, hasKey: hasKey, truncated: !whole || hasKey != rec.key.isPresent)
                 continue
             }
             let lo = Int(rec.firstEvent), hi = lo + Int(rec.eventCount)
             for e in lo..<hi where batch.events[e].status == .failed {
                 let ev = batch.events[e]
                 let keyStart = out.bytes.count
-                if rec.key.isPresent { out.bytes.append(contentsOf: batch.input[Int(rec.key.start)..<Int(rec.key.end)]) }
+                if hasKey { out.bytes.append(contentsOf: batch.input[Int(rec.key.start)..<Int(rec.key.end)]) }
                 let valueStart = out.bytes.count
                 writeDeadLetterHead(batch, rec, reason: ev.reason, detail: -1, &out.bytes)
                 JSONOut.appendRaw(",\"index\":", to: &out.bytes)
                 JSONOut.appendInt(Int64(ev.index), to: &out.bytes)
                 JSONOut.appendRaw(",\"payload\":", to: &out.bytes)
-                out.bytes.append(contentsOf: batch.json[Int(ev.bytes.start)..<Int(ev.bytes.end)])
-                out.bytes.append(0x7D)
-                out.finish(topic: topic, record: Int32(r), keyStart: keyStart, valueStart: valueStart, hasKey: rec.key.isPresent)
+                let whole = out.bytes.count - keyStart + 32 + ev.bytes.count <= out.maxMessageBytes
+                batch.json.withUnsafeBufferPointer { jb in
+                    let payload = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(jb)[Int(ev.bytes.start)..<Int(ev.bytes.end)])
+                    if whole { out.bytes.append(contentsOf: payload) } else { appendTruncatedText(payload, to: &out.bytes) }
+                }
+                finishDeadLetter(&out, topic: topic, record: Int32(r), keyStart: keyStart, valueStart: valueStart, hasKey: hasKey, truncated: !whole || hasKey != rec.key.isPresent)
             }
         }
+    }
+
+    /// Closes a dead letter written from `valueStart` (adding `"truncated": true` when asked) and adds its
+    /// message; leaves it out, counted, when it still passes `out.maxMessageBytes`.
+    private static func finishDeadLetter(_ out: inout OutputBuffer, topic: Int32, record: Int32, keyStart: Int, valueStart: Int, hasKey: Bool, truncated: Bool) {
+        if truncated {
+            JSONOut.appendRaw(",\"truncated\":true", to: &out.bytes)
+            out.truncatedDeadLetters += 1
+        }
+        out.bytes.append(0x7D)
+        if out.bytes.count - keyStart > out.maxMessageBytes {
+            out.bytes.removeSubrange(keyStart...)
+            out.droppedDeadLetters += 1
+            return
+        }
+        out.finish(topic: topic, record: record, keyStart: keyStart, valueStart: valueStart, hasKey: hasKey)
+    }
+
+    /// The first `truncatedPayloadBytes` of `text` (cut before a UTF-8 continuation byte) as a JSON string.
+    private static func appendTruncatedText(_ text: UnsafeRawBufferPointer, to o: inout [UInt8]) {
+        o.append(0x22)
+        JSONOut.appendEscaped(UnsafeRawBufferPointer(rebasing: text[0..<textCut(text)]), to: &o)
+        o.append(0x22)
+    }
+
+    /// How many of the first bytes of `text` to keep: `truncatedPayloadBytes` at most, not splitting a
+    /// UTF-8 sequence (so that valid text stays valid).
+    private static func textCut(_ text: UnsafeRawBufferPointer) -> Int {
+        var cut = min(text.count, OutputBuffer.truncatedPayloadBytes)
+        var back = 0
+        while cut < text.count && cut > 0 && back < 3 && text[cut] & 0xC0 == 0x80 { cut -= 1; back += 1 }
+        return cut
+    }
+
+    /// Where an output came from, for the dead letter that replaces it when it is too large.
+    public struct OutputSource {
+        public var topic: String
+        public var partition: Int32
+        public var offset: Int64
+        /// The input record's key, if it has one.
+        public var key: [UInt8]?
+        public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?) {
+            self.topic = topic
+            self.partition = partition
+            self.offset = offset
+            self.key = key
+        }
+    }
+
+    /// Replaces each message whose key and value pass `out.maxMessageBytes` (the producer would refuse it)
+    /// by a `too_large` dead letter on `out.deadLetterTopic`, in its place and for the same input record:
+    /// `{"reason":"too_large","detail":...,"source":{...},"topic":<the output's topic>,"payload":...,
+    /// "truncated":true}`, the payload being the first `truncatedPayloadBytes` of the output as a JSON string
+    /// (`payload_b64` when the output is not UTF-8 text). Without a dead-letter topic, or when even that does
+    /// not fit, the message is left out. `source` gives a message's input record (`OutputMessage.record`),
+    /// nil for outputs of no single record. Returns how many messages were replaced and left out.
+    public static func divertOversized(_ out: inout OutputBuffer, source: (Int32) -> OutputSource?) -> (diverted: Int, dropped: Int) {
+        let limit = out.maxMessageBytes
+        guard out.messages.contains(where: { ($0.key.isPresent ? $0.key.count : 0) + $0.value.count > limit }) else { return (0, 0) }
+        var diverted = 0, dropped = 0
+        var kept = 0
+        for i in out.messages.indices {
+            let m = out.messages[i]
+            let size = (m.key.isPresent ? m.key.count : 0) + m.value.count
+            if size <= limit {
+                out.messages[kept] = m
+                kept += 1
+                continue
+            }
+            guard out.deadLetterTopic >= 0, m.topic != out.deadLetterTopic else { dropped += 1; continue }
+            let from = m.record >= 0 ? source(m.record) : nil
+            let key = from?.key.flatMap { $0.count <= OutputBuffer.truncatedPayloadBytes ? $0 : nil }
+            let keyStart = out.bytes.count
+            if let key { out.bytes.append(contentsOf: key) }
+            let valueStart = out.bytes.count
+            JSONOut.appendRaw("{\"reason\":\"too_large\",\"detail\":", to: &out.bytes)
+            JSONOut.appendString("the \(out.topics[Int(m.topic)]) record of \(size) bytes is over the producer's limit of \(limit)", to: &out.bytes)
+            if let from {
+                JSONOut.appendRaw(",\"source\":{\"topic\":", to: &out.bytes)
+                JSONOut.appendString(from.topic, to: &out.bytes)
+                JSONOut.appendRaw(",\"partition\":", to: &out.bytes)
+                JSONOut.appendInt(Int64(from.partition), to: &out.bytes)
+                JSONOut.appendRaw(",\"offset\":", to: &out.bytes)
+                JSONOut.appendInt(from.offset, to: &out.bytes)
+                out.bytes.append(0x7D)
+            }
+            JSONOut.appendRaw(",\"topic\":", to: &out.bytes)
+            JSONOut.appendString(out.topics[Int(m.topic)], to: &out.bytes)
+            // Copied out first: appending to `out.bytes` may move it.
+            let value = Array(out.bytes[Int(m.value.start)..<Int(m.value.start) + min(m.value.count, OutputBuffer.truncatedPayloadBytes + 4)])
+            value.withUnsafeBytes { v in
+                let text = UnsafeRawBufferPointer(rebasing: v[0..<textCut(v)])
+                if String(validating: text, as: UTF8.self) != nil {
+                    JSONOut.appendRaw(",\"payload\":\"", to: &out.bytes)
+                    JSONOut.appendEscaped(text, to: &out.bytes)
+                } else {
+                    JSONOut.appendRaw(",\"payload_b64\":\"", to: &out.bytes)
+                    Base64.encode(UnsafeRawBufferPointer(rebasing: v[0..<min(v.count, OutputBuffer.truncatedPayloadBytes)]), into: &out.bytes)
+                }
+                out.bytes.append(0x22)
+            }
+            JSONOut.appendRaw(",\"truncated\":true}", to: &out.bytes)
+            if out.bytes.count - keyStart > limit {
+                out.bytes.removeSubrange(keyStart...)
+                dropped += 1
+                continue
+            }
+            out.messages[kept] = OutputMessage(
+                topic: out.deadLetterTopic, key: key != nil ? Span(keyStart, valueStart) : .absent,
+                value: Span(valueStart, out.bytes.count), record: m.record)
+            kept += 1
+            diverted += 1
+        }
+        out.messages.removeSubrange(kept...)
+        return (diverted, dropped)
     }
 
     private static func writeDeadLetterHead(_ batch: borrowing EventBatch, _ rec: InputRecord, reason: DeadLetterReason, detail: Int32, _ o: inout [UInt8]) {

@@ -63,6 +63,20 @@ public struct KafkaError: Error, CustomStringConvertible {
         return String(cString: rd_kafka_err2name(rd_kafka_resp_err_t(rdkafkaCode)))
     }
 
+    /// Whether Kafka refused this one message for good, for what it is (too large, a corrupt or invalid
+    /// record), so that retrying or stopping cannot help and the worker goes on without it. Errors of a
+    /// whole topic or of the connection (authorization, unknown topic, timeouts) are not: the worker stops.
+    public var isPermanentForMessage: Bool {
+        guard let rdkafkaCode else { return false }
+        switch rd_kafka_resp_err_t(rdkafkaCode) {
+        case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_MSG, RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
+             RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE, RD_KAFKA_RESP_ERR_INVALID_RECORD, RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
+            return true
+        default:
+            return false
+        }
+    }
+
     /// `KafkaError.<code>: <message> [<rdkafka name> (<code>)]`.
     public var description: String {
         var text = "KafkaError.\(code): \(message)"

@@ -216,6 +216,16 @@ public final class KafkaProducer {
         }
     }
 
+    /// The producer's `message.max.bytes` as configured (librdkafka's default 1,000,000): it refuses a
+    /// message whose key, value and record framing pass it (MSG_SIZE_TOO_LARGE).
+    public var maxMessageBytes: Int {
+        var buffer = [CChar](repeating: 0, count: 32)
+        var size = buffer.count
+        guard let conf = rd_kafka_conf(handle.rk), rd_kafka_conf_get(conf, "message.max.bytes", &buffer, &size) == RD_KAFKA_CONF_OK,
+              let value = Int(String(cString: buffer)) else { return 1_000_000 }
+        return value
+    }
+
     /// Messages and requests not yet delivered/reported (`rd_kafka_outq_len`).
     public var outstanding: Int { Int(rd_kafka_outq_len(handle.rk)) }
 

@@ -50,6 +50,13 @@ public final class EngineCounters: Sendable {
     public let stageCounters: [(stage: String, counter: StageCounter)]
     /// The counters of the merger of partial results (`Repartitioning`), if a stage repartitions.
     public let mergeCounters: [StageCounter]
+    /// Outputs over the producer's message size, replaced by `too_large` dead letters (issue 13).
+    public let outputsTooLarge = StageCounter(name: "outputs_too_large")
+    /// Outputs not produced at all: too large with no dead-letter topic, or refused for good by Kafka
+    /// (`KafkaError.isPermanentForMessage`, e.g. MSG_SIZE_TOO_LARGE, INVALID_RECORD).
+    public let outputsDropped = StageCounter(name: "outputs_dropped")
+    /// Dead letters written with only the first 64 KiB of their payload (`"truncated": true`).
+    public let deadLettersTruncated = StageCounter(name: "dead_letters_truncated")
 
     init(kinds: [String], stageCounters: [(stage: String, counter: StageCounter)], mergeCounters: [StageCounter]) {
         stages = kinds.enumerated().map { Stage(kind: $0.element, position: $0.offset) }

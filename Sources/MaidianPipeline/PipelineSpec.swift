@@ -19,6 +19,8 @@ public struct PipelineSpec: Sendable {
     /// `metrics:`: where `maidian run` serves Prometheus metrics and health checks; nil when the file has
     /// no such section.
     public var metrics: MetricsSpec?
+    /// Where the file says `outputs:` (else its start), for ``requireOutputs()``.
+    public var outputsLocation: SourceLocation
 
     /// Reads and checks the structure of a pipeline file (stage configs are checked when the engine is built).
     public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PipelineSpec {
@@ -56,7 +58,19 @@ public struct PipelineSpec: Sendable {
         return PipelineSpec(
             name: top.name ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension,
             file: file, baseDirectory: dir, source: top.source ?? SourceSpec(), stages: stages, outputs: outputs,
-            producerKafka: top.producer?.kafka ?? [:], metrics: top.metrics)
+            producerKafka: top.producer?.kafka ?? [:], metrics: top.metrics,
+            outputsLocation: root.location(ofKey: "outputs") ?? SourceLocation(file: file, line: 1, column: 1))
+    }
+
+    /// Refuses a pipeline without outputs: it would run and write nothing, not even dead letters. `check`,
+    /// `run`, `bench`, `replay` and workers call it; tests of single stages build such pipelines on purpose.
+    ///
+    /// - Throws: ``PipelineError`` `.missingKey` located at `outputs:` (or the file's start).
+    public func requireOutputs() throws {
+        guard outputs.isEmpty else { return }
+        throw PipelineError(
+            code: .missingKey, message: "the pipeline has no outputs: it would write nothing, not even dead letters",
+            location: outputsLocation, hint: "add e.g. 'outputs: [{kind: enriched}, {kind: dead_letter}]'")
     }
 
     /// The output topics the pipeline writes (each output stage's `topic:`), for creating them on an

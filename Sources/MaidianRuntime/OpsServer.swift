@@ -1,4 +1,5 @@
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 import Prometheus
@@ -12,9 +13,22 @@ import ServiceLifecycle
 ///
 /// Put it before the worker in the group's service list: the group shuts services down in reverse order,
 /// so the endpoint keeps answering (ready: 503) while the worker finishes, and stops after it.
+///
+/// Connections that send nothing for `idleTimeout` are closed, and at most `maxConnections` are open at
+/// once (more wait in the listen backlog without a descriptor): idle or half-sent connections cannot use
+/// up the process's descriptors and keep probes from being answered (issue 13, class 8).
 public struct OpsServer: Service {
+    /// How long a connection may stay without a request before it is closed. Prometheus and Kubernetes
+    /// probes send their request at once; a scraper that keeps connections alive between scrapes reconnects.
+    public static let defaultIdleTimeout: Duration = .seconds(5)
+    /// Most connections open at once: far more than scrapers and probes need, far fewer than the descriptors
+    /// a worker may use (librdkafka holds a few per broker).
+    public static let defaultMaxConnections = 256
+
     public let host: String
     public let port: Int
+    public let idleTimeout: Duration
+    public let maxConnections: Int
     let status: WorkerStatus
     let metrics: WorkerMetrics
     let registry: PrometheusCollectorRegistry
@@ -25,12 +39,17 @@ public struct OpsServer: Service {
     ///   - port: TCP port; 0 picks a free one (passed to `onListening`).
     ///   - logger: Hummingbird's logger (it logs the start at info).
     ///   - registry: The registry `WorkerMetrics`' factory writes to (the executable bootstraps swift-metrics with it).
+    ///   - idleTimeout, maxConnections: see ``defaultIdleTimeout`` and ``defaultMaxConnections``.
     public init(
         host: String, port: Int, status: WorkerStatus, metrics: WorkerMetrics, registry: PrometheusCollectorRegistry,
-        logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+        logger: Logger, idleTimeout: Duration = OpsServer.defaultIdleTimeout,
+        maxConnections: Int = OpsServer.defaultMaxConnections,
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
         self.host = host
         self.port = port
+        self.idleTimeout = idleTimeout
+        self.maxConnections = maxConnections
         self.status = status
         self.metrics = metrics
         self.registry = registry
@@ -58,9 +77,13 @@ public struct OpsServer: Service {
             return Self.text(ready ? .ok : .serviceUnavailable, (ready ? "ready: " : "not ready: ") + reason)
         }
         let onListening = self.onListening
+        let (seconds, attoseconds) = idleTimeout.components
         let app = Application(
             router: router,
-            configuration: .init(address: .hostname(host, port: port), serverName: "maidian"),
+            server: .http1(configuration: .init(idleTimeout: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))),
+            configuration: .init(
+                address: .hostname(host, port: port), serverName: "maidian",
+                availableConnectionsDelegate: MaximumAvailableConnections(maxConnections, logger: logger)),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
         try await app.run()

@@ -198,12 +198,15 @@ private final class State {
     let stopCommitWait: Duration
     /// Records handed to the pipeline (for `TestFaults`).
     var processedRecords = 0
+    /// Outputs Kafka refused for good so far (`refusedForGood`).
+    var refusedCount = 0
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
         self.options = options
         self.logger = logger
         self.sourceTopic = spec.source.topic
+        try spec.requireOutputs()
         self.engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
         self.repartitioning = engine.repartitioning
         self.internalTopic = repartitioning.map { $0.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: spec.source.group) }
@@ -236,6 +239,7 @@ private final class State {
         let heartbeat = consumerConfig["heartbeat.interval.ms"].flatMap { Int64($0) } ?? 3000
         liveness = Liveness(freezeLimit: .milliseconds(max(1000, session - heartbeat)))
         stopCommitWait = .milliseconds(session + 5000)
+        output.maxMessageBytes = OutputBuffer.maxMessageBytes(producerLimit: producer.maxMessageBytes)
     }
 
     func slot(_ tp: TopicPartition) -> Slot? {
@@ -251,8 +255,14 @@ private final class State {
     var heldSource: [Int32] { assigned.filter { $0.topic == 0 }.map(\.partition).sorted() }
 
     func run(stop: () -> Bool) throws {
-        producer.onDelivery = { [tracker] token, error in
-            tracker.delivered(token: token, error: error.map { "\($0)" })
+        producer.onDelivery = { [unowned self] token, error in
+            if let error, error.isPermanentForMessage {
+                // Kafka will never take this message: stopping would only refuse it again on every restart.
+                self.refusedForGood(error)
+                self.tracker.delivered(token: token, error: nil)
+                return
+            }
+            self.tracker.delivered(token: token, error: error.map { "\($0)" })
         }
         consumer.onRebalance = { [unowned self] event in
             self.rebalance(event)
@@ -473,6 +483,7 @@ private final class State {
     /// re-read to rebuild state are not produced again. A partition's offset may be committed only past its
     /// last record in the batch: that record carries what the batch completed (see `OffsetTracker`).
     func produceOutputs() throws {
+        divertOversizedOutputs()
         let n = batch.records.count + internalRecords.count
         var perRecord = [Int32](repeating: 0, count: n)
         var replayed = [Bool](repeating: false, count: n)
@@ -506,6 +517,11 @@ private final class State {
                 do {
                     try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
                 } catch let e as KafkaError {
+                    if e.isPermanentForMessage {
+                        refusedForGood(e)
+                        tracker.delivered(token: token, error: nil)
+                        continue
+                    }
                     // librdkafka refuses at once what it knows cannot be delivered (a topic in a permanent error).
                     if e.code == .fatal { throw RuntimeError(.fatal, "librdkafka raised a fatal error; stopping without committing", underlying: e) }
                     throw RuntimeError(.delivery, "an output could not be delivered (refused when produced); stopping without committing past it", underlying: e)
@@ -516,6 +532,49 @@ private final class State {
             replayUntil[s] = nil
             let took = replayStart.removeValue(forKey: s)
             logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)\(took.map { " (\(until - $0.from) records re-read in \(ContinuousClock.now - $0.at))" } ?? "")")
+        }
+    }
+
+    /// Replaces outputs the producer would refuse as too large by `too_large` dead letters (SPEC section 1),
+    /// and counts those and the dead letters the writers truncated or left out.
+    func divertOversizedOutputs() {
+        let live = engine.live
+        if output.truncatedDeadLetters > 0 {
+            live.deadLettersTruncated.add(output.truncatedDeadLetters)
+            output.truncatedDeadLetters = 0
+        }
+        if output.droppedDeadLetters > 0 {
+            live.outputsDropped.add(output.droppedDeadLetters)
+            logger.error("dead letters too large to produce even truncated were left out", metadata: ["count": "\(output.droppedDeadLetters)", "max_bytes": "\(output.maxMessageBytes)"])
+            output.droppedDeadLetters = 0
+        }
+        let records = batch.records.count
+        let (diverted, dropped) = OutputWriter.divertOversized(&output) { r -> OutputWriter.OutputSource? in
+            if Int(r) < records {
+                let rec = batch.records[Int(r)]
+                let key = rec.key.isPresent ? Array(batch.input[Int(rec.key.start)..<Int(rec.key.end)]) : nil
+                return .init(topic: sourceTopic, partition: rec.partition, offset: rec.offset, key: key)
+            }
+            let k = Int(r) - records
+            guard k < internalRecords.count, let internalTopic else { return nil }
+            return .init(topic: internalTopic, partition: internalRecords[k].partition, offset: internalRecords[k].offset, key: nil)
+        }
+        if diverted + dropped == 0 { return }
+        live.outputsTooLarge.add(diverted)
+        live.outputsDropped.add(dropped)
+        logger.warning("outputs over the producer's message size went to the dead-letter topic as too_large", metadata: [
+            "diverted": "\(diverted)", "dropped": "\(dropped)", "max_bytes": "\(output.maxMessageBytes)",
+        ])
+    }
+
+    /// An output Kafka refused for good (`KafkaError.isPermanentForMessage`): counted and logged; its input
+    /// offset may still be committed.
+    func refusedForGood(_ error: KafkaError) {
+        engine.live.outputsDropped.add(1)
+        refusedCount += 1
+        // The first ones, then one in a thousand: a topic whose limit is below the producer's would flood the log.
+        if refusedCount <= 10 || refusedCount % 1000 == 0 {
+            logger.error("an output was refused for good and is skipped", metadata: ["error": "\(error)", "refused_so_far": "\(refusedCount)"])
         }
     }
 

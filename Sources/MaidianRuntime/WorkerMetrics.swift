@@ -17,6 +17,9 @@ import Synchronization
 ///   (`stage="merge"`): new stages appear by themselves;
 /// - `records_total`, `events_total`, `record_bytes_total`: records decoded, events in them, their JSON bytes;
 /// - `dead_letters_total{reason,level}`: rejected records (`level="record"`) and events (`level="event"`);
+/// - `outputs_too_large_total`, `outputs_dropped_total`, `dead_letters_truncated_total`: outputs replaced by
+///   `too_large` dead letters, outputs not produced (refused for good by Kafka, or too large without a
+///   dead-letter topic), dead letters that kept only the first 64 KiB of their payload;
 /// - `commits_total`, `partitions_assigned`, `worker_ready`, `worker_live`;
 /// - `consumer_lag{topic,partition}`: librdkafka's `consumer_lag` of each held partition (from its
 ///   statistics, `statistics.interval.ms`); `consumer_rebalances_total`.
@@ -124,6 +127,9 @@ public final class WorkerMetrics: Sendable {
         let plain: [(StageCounter, String)] = [
             (counters.records, "maidian_records_total"), (counters.events, "maidian_events_total"),
             (counters.bytes, "maidian_record_bytes_total"),
+            (counters.outputsTooLarge, "maidian_outputs_too_large_total"),
+            (counters.outputsDropped, "maidian_outputs_dropped_total"),
+            (counters.deadLettersTruncated, "maidian_dead_letters_truncated_total"),
         ]
         for (c, name) in plain { s.counters.append((c, Exported(Counter(label: name, factory: factory)))) }
         for reason in DeadLetterReason.allCases where reason != .none {

@@ -25,6 +25,8 @@ public final class DeadLetterOutput: Stage {
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         if topicIndex < 0 { topicIndex = output.topicIndex(topic) }
+        // Outputs too large to produce are dead-lettered here too (OutputWriter.divertOversized).
+        output.deadLetterTopic = topicIndex
         OutputWriter.writeDeadLetters(batch, topic: topicIndex, into: &output)
     }
 }

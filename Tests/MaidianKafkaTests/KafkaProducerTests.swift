@@ -107,4 +107,19 @@ final class KafkaProducerTests: XCTestCase {
             XCTAssertEqual((error as? KafkaError)?.code, .fatal, "\(error)")
         }
     }
+
+    /// The worker sizes its outputs from this (issue 13, class 3).
+    func testMaxMessageBytesIsTheConfiguredProperty() throws {
+        let logger = KafkaTestSupport.logger("producer-test")
+        XCTAssertEqual(try KafkaProducer(config: ["bootstrap.servers": "127.0.0.1:1"], logger: logger).maxMessageBytes, 1_000_000)
+        let small = try KafkaProducer(config: ["bootstrap.servers": "127.0.0.1:1", "message.max.bytes": "200000"], logger: logger)
+        XCTAssertEqual(small.maxMessageBytes, 200_000)
+    }
+
+    func testPermanentErrorsOfOneMessageAreTold() {
+        for (code, permanent) in [(10, true), (87, true), (2, true), (29, false), (-192, false), (3, false)] as [(Int32, Bool)] {
+            XCTAssertEqual(KafkaError(.delivery, "x", rdkafkaCode: code).isPermanentForMessage, permanent, "\(code)")
+        }
+        XCTAssertFalse(KafkaError(.delivery, "x").isPermanentForMessage)
+    }
 }

@@ -29,6 +29,23 @@ final class PipelineSpecTests: XCTestCase {
         }
     }
 
+    // MARK: - A pipeline without outputs (issue 13, class 6)
+
+    func testAPipelineWithoutOutputsIsRefusedWithALocation() throws {
+        func refusal(_ yaml: String) -> String? {
+            do {
+                try PipelineSpec.parse(yaml: yaml, file: "t.yaml").requireOutputs()
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        XCTAssertEqual(refusal(""), "t.yaml:1:1: the pipeline has no outputs: it would write nothing, not even dead letters (add e.g. 'outputs: [{kind: enriched}, {kind: dead_letter}]')")
+        XCTAssertTrue(refusal("stages:\n  - kind: validate\noutputs: []\n")?.hasPrefix("t.yaml:3:1: the pipeline has no outputs") == true)
+        XCTAssertNil(refusal("outputs:\n  - kind: dead_letter\n"))
+        XCTAssertNoThrow(try PipelineSpec.load(path: Self.appAnalytics, environment: [:]).requireOutputs())
+    }
+
     // MARK: - The shipped pipeline
 
     func testAppAnalyticsLoadsWithDefaults() throws {

@@ -96,6 +96,9 @@ final class WorkerMetricsTests: XCTestCase {
         XCTAssertEqual(m[#"maidian_dead_letters_total{reason="bad_distinct_id",level="event"}"#], "1")
         XCTAssertEqual(m[#"maidian_dead_letters_total{reason="bad_encoding",level="record"}"#], "1")
         XCTAssertEqual(m[#"maidian_stage_counter_total{stage="versioned",name="reloads"}"#], "2")
+        for name in ["maidian_outputs_too_large_total", "maidian_outputs_dropped_total", "maidian_dead_letters_truncated_total"] {
+            XCTAssertEqual(m[name], "0", name)
+        }
         XCTAssertEqual(m[#"maidian_stage_gauge{stage="versioned",name="rules_version"}"#], "3.0", "a gauge goes down too")
         XCTAssertEqual(m["maidian_partitions_assigned"], "3.0")
         XCTAssertEqual(m["maidian_commits_total"], "1")
@@ -103,8 +106,12 @@ final class WorkerMetricsTests: XCTestCase {
         XCTAssertEqual(m["maidian_worker_live"], "1.0")
 
         versioned.add(5)
+        engine.live.outputsTooLarge.add(2)
+        engine.live.deadLettersTruncated.add(1)
         status.stopping()
         m = scrape()
+        XCTAssertEqual(m["maidian_outputs_too_large_total"], "2")
+        XCTAssertEqual(m["maidian_dead_letters_truncated_total"], "1")
         XCTAssertEqual(m[#"maidian_stage_counter_total{stage="versioned",name="reloads"}"#], "7", "counters advance by what changed")
         XCTAssertEqual(m["maidian_records_total"], "2", "no double counting between scrapes")
         XCTAssertEqual(m["maidian_worker_ready"], "0.0", "not ready once shutdown started")

@@ -243,6 +243,23 @@ final class MatchStageTests: XCTestCase {
         XCTAssertTrue(log.entries.contains { $0.message.hasPrefix("rules file is gone") })
     }
 
+    /// Issue 13, class 5: a rules file nested 5,000 deep overflowed the stack of a running worker on reload.
+    func testReloadOfADeeplyNestedRulesFileKeepsTheOldRules() throws {
+        let log = LogCapture()
+        let (stage, path, dir) = try reloadingStage(Self.v1, log: log)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let h = try harness(stage)
+        var first: Int64 = 1
+        let deep = "pages: " + String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000) + "\n"
+        try LocationStageTests.replaceAtomically(path, with: Data(deep.utf8))
+        let during = try runUntil(h, first: &first) { stage.reloadFailures.value == 1 }
+        XCTAssertEqual(during, Array(repeating: ["home"], count: 3), "the old rules stay in use")
+        XCTAssertEqual(stage.version, 1)
+        let entry = try XCTUnwrap(log.entries.first { $0.level == .error })
+        XCTAssertTrue(entry.metadata["error"]?.hasPrefix("\(path):1:") == true, "\(entry.metadata)")
+        XCTAssertTrue(entry.metadata["error"]?.contains("nested more than") == true, "\(entry.metadata)")
+    }
+
     func testEveryBatchSeesOneRuleSetWhileTheFileChanges() throws {
         let log = LogCapture()
         let (stage, path, dir) = try reloadingStage(Self.v1, log: log)

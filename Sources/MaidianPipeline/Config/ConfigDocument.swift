@@ -7,6 +7,7 @@ import Yams
 /// expand aliases, apply `<<` merge keys (explicit keys win over merged ones, earlier merge sources over
 /// later ones), reject duplicate keys and non-scalar keys, and substitute `${VAR}` references in scalar
 /// values (see ``EnvironmentSubstitution``). All problems found in that walk are reported together.
+/// Documents nested too deep or whose aliases expand too far are refused first (``YAMLLimits``).
 public enum ConfigDocument {
     /// Reads and parses the file at `path`. Locations in errors and nodes use `path` as written.
     ///
@@ -32,11 +33,14 @@ public enum ConfigDocument {
 
     /// Parses YAML text; `file` is the name used in locations.
     ///
-    /// - Throws: ``PipelineError`` (`.yamlSyntax` with the position libyaml reported) or
+    /// - Throws: ``PipelineError`` (`.yamlSyntax` with the position libyaml reported, `.tooLarge` past
+    ///   ``YAMLLimits/default``) or
     ///   ``PipelineErrors`` when several duplicate keys or environment problems were found.
     public static func parse(
         yaml: String, file: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> ConfigNode {
+        // Before composing: Yams recurses once per nesting level and expands aliases into copies.
+        try YAMLLimits.default.check(yaml, file: file)
         let root: Yams.Node?
         do {
             root = try Yams.compose(yaml: yaml)

@@ -44,6 +44,8 @@ public struct PipelineError: Error, CustomStringConvertible {
         case badType
         /// The file is not valid YAML.
         case yamlSyntax
+        /// The file is nested too deep or its aliases expand too far (``YAMLLimits``).
+        case tooLarge
         /// A key appears twice in the same mapping.
         case duplicateKey
         /// The file could not be read.
