@@ -16,6 +16,7 @@ import Synchronization
 ///   registered (duplicates, late events, reloads, rule-set version, ...), and the partial-results merger's
 ///   (`stage="merge"`): new stages appear by themselves;
 /// - `records_total`, `events_total`, `record_bytes_total`: records decoded, events in them, their JSON bytes;
+/// - `bad_headers_total`: record headers taken as absent (not valid UTF-8, `received_at` not an integer);
 /// - `dead_letters_total{reason,level}`: rejected records (`level="record"`) and events (`level="event"`);
 /// - `commits_total`, `partitions_assigned`, `worker_ready`, `worker_live`;
 /// - `consumer_lag{topic,partition}`: librdkafka's `consumer_lag` of each held partition (from its
@@ -123,7 +124,7 @@ public final class WorkerMetrics: Sendable {
         }
         let plain: [(StageCounter, String)] = [
             (counters.records, "maidian_records_total"), (counters.events, "maidian_events_total"),
-            (counters.bytes, "maidian_record_bytes_total"),
+            (counters.bytes, "maidian_record_bytes_total"), (counters.badHeaders, "maidian_bad_headers_total"),
         ]
         for (c, name) in plain { s.counters.append((c, Exported(Counter(label: name, factory: factory)))) }
         for reason in DeadLetterReason.allCases where reason != .none {
