@@ -9,6 +9,16 @@ public struct Span: Sendable, Equatable {
     @inlinable public var count: Int { Int(end &- start) }
 }
 
+/// The event times SPEC section 2 accepts: from 2015-01-01 (included) to 2100-01-01 (excluded), in ms since the
+/// epoch. Checked where events enter (validate stage, decoder for `_flush_time`), so the arithmetic of later
+/// stages (calibration, windows, dedup) works on values far from the 64-bit limits.
+public enum EventTimeRange {
+    public static let lowerBound: Int64 = 1_420_070_400_000
+    public static let upperBound: Int64 = 4_102_444_800_000
+    /// Whether `t` is an accepted event time.
+    @inlinable public static func contains(_ t: Int64) -> Bool { t >= lowerBound && t < upperBound }
+}
+
 /// Why a record or an event went to the dead-letter topic (SPEC section 2).
 public enum DeadLetterReason: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case none = 0
@@ -16,6 +26,8 @@ public enum DeadLetterReason: UInt8, Sendable, CaseIterable, CustomStringConvert
     case badEncoding, badZstd, tooLarge, badJSON, notArray
     // event level
     case notObject, badType, badEventName, badTime, badDistinctID, badProperties
+    /// A member name appears twice in the event object or in its `properties` (SPEC section 2, revision 2).
+    case duplicateKey
 
     /// The wire name used in `events.dlq` and in metrics.
     public var description: String {
@@ -32,6 +44,7 @@ public enum DeadLetterReason: UInt8, Sendable, CaseIterable, CustomStringConvert
         case .badTime: return "bad_time"
         case .badDistinctID: return "bad_distinct_id"
         case .badProperties: return "bad_properties"
+        case .duplicateKey: return "duplicate_key"
         }
     }
 
@@ -315,6 +328,9 @@ public struct EventBatch: Sendable {
     /// engine counts each stage's work from these without walking the events.
     public private(set) var droppedCount = 0
     public private(set) var failedCount = 0
+    /// Header values of this batch's records taken as absent: not valid UTF-8, or a `received_at` that is not a
+    /// decimal integer (SPEC section 1). The engine counts them (`maidian_bad_headers_total`).
+    public var invalidHeaders = 0
 
     public init() {
         input.reserveCapacity(1 << 20)
@@ -338,6 +354,7 @@ public struct EventBatch: Sendable {
         details.removeAll(keepingCapacity: true)
         droppedCount = 0
         failedCount = 0
+        invalidHeaders = 0
     }
 
     /// Drops live event `i` on purpose (a duplicate, filtered noise): counted, not dead-lettered.
@@ -389,10 +406,15 @@ public struct EventBatch: Sendable {
         // Copy first, parse after: where a source keeps a record's headers next to its value, the copy has
         // brought them into the cache.
         let keySpan = appendInput(key), valueSpan = appendInput(value)
-        let ipSpan = appendInput(ip), uaSpan = appendInput(ua), projectSpan = appendInput(project)
+        // Headers are untrusted bytes (SPEC section 1): one that is not valid UTF-8 (or a `received_at` that is
+        // not a decimal integer) is taken as absent and counted, so it never reaches an output.
+        let ipSpan = appendInput(validHeader(ip)), uaSpan = appendInput(validHeader(ua))
+        let projectSpan = appendInput(validHeader(project))
         var rat: Int64 = 0
         var hasRat = false
-        if let receivedAt, let v = parseDecimal(receivedAt) { rat = v; hasRat = true }
+        if let receivedAt {
+            if let v = parseDecimal(receivedAt) { rat = v; hasRat = true } else { invalidHeaders += 1 }
+        }
         let record = InputRecord(
             topic: topic, partition: partition, offset: offset, timestamp: timestamp,
             key: keySpan, value: valueSpan, ip: ipSpan, ua: uaSpan,
@@ -402,13 +424,53 @@ public struct EventBatch: Sendable {
         records.append(record)
     }
 
+    /// `bytes` when valid UTF-8, else nil (and counted in `invalidHeaders`).
+    @inline(__always)
+    mutating func validHeader(_ bytes: UnsafeRawBufferPointer?) -> UnsafeRawBufferPointer? {
+        guard let bytes else { return nil }
+        if isValidUTF8(bytes) { return bytes }
+        invalidHeaders += 1
+        return nil
+    }
+
     /// Makes room for `extra` more bytes in the JSON arena.
     @inline(__always)
     public mutating func reserveJSON(_ extra: Int) {
         let needed = jsonCount + extra
         if needed > json.count {
-            json.append(contentsOf: repeatElement(0, count: max(needed, json.count * 2) - json.count))
+            // Doubling, but by at most 32 MiB past what is needed: the arena stays close to the batch bound.
+            json.append(contentsOf: repeatElement(0, count: max(needed, min(json.count * 2, needed + (32 << 20))) - json.count))
         }
+    }
+
+    /// What decoding has put in this batch, bytes: the JSON arena in use and the events' and properties'
+    /// entries (`RecordLimits.maxBatchBytes` bounds it).
+    public var decodedBytes: Int {
+        jsonCount + events.count * MemoryLayout<Event>.stride + properties.count * MemoryLayout<Property>.stride
+    }
+
+    /// Moves the records from index `first` on (not decoded yet) to the end of `other`, bytes included, and
+    /// removes them from this batch: they are processed as the next batch (`RecordLimits.maxBatchBytes`).
+    public mutating func moveRecords(from first: Int, to other: inout EventBatch) {
+        guard first < records.count else { return }
+        for name in topics { _ = other.topicIndex(name) }
+        input.withUnsafeBytes { inp in
+            func bytes(_ s: Span) -> UnsafeRawBufferPointer? {
+                s.isPresent ? UnsafeRawBufferPointer(rebasing: inp[Int(s.start)..<Int(s.end)]) : nil
+            }
+            for r in records[first...] {
+                var moved = r
+                moved.topic = other.topicIndex(topics[Int(r.topic)])
+                moved.key = other.appendInput(bytes(r.key))
+                moved.value = other.appendInput(bytes(r.value))
+                moved.ip = other.appendInput(bytes(r.ip))
+                moved.ua = other.appendInput(bytes(r.ua))
+                moved.project = other.appendInput(bytes(r.project))
+                moved.firstEvent = Int32(other.events.count)
+                other.records.append(moved)
+            }
+        }
+        records.removeSubrange(first...)
     }
 
     /// Appends bytes to the JSON arena.
@@ -565,6 +627,21 @@ func memEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) ->
     while i < n {
         if a[i] != b[i] { return false }
         i += 1
+    }
+    return true
+}
+
+/// Whether `b` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+public func isValidUTF8(_ b: UnsafeRawBufferPointer) -> Bool {
+    guard let base = b.baseAddress else { return true }
+    let p = base.assumingMemoryBound(to: UInt8.self)
+    let s = JSONScanner(base: p, start: 0, end: b.count)
+    var i = 0
+    while i < b.count {
+        if p[i] < 0x80 { i &+= 1; continue }
+        let n = s.utf8SequenceLength(at: i)
+        if n == 0 { return false }
+        i &+= n
     }
     return true
 }

@@ -273,21 +273,65 @@ struct JSONScanner {
             }
         }
         var isInteger = !overflow
+        var fractionStart = -1
         if i < end && p[i] == 0x2E {
             isInteger = false
             i &+= 1
+            fractionStart = i
             guard i < end, p[i] >= 0x30 && p[i] <= 0x39 else { pos = i; fail("bad fraction"); return (false, 0) }
             while i < end, p[i] >= 0x30 && p[i] <= 0x39 { i &+= 1 }
         }
+        var exponentStart = -1
         if i < end && (p[i] == 0x65 || p[i] == 0x45) {
             isInteger = false
             i &+= 1
+            exponentStart = i
             if i < end && (p[i] == 0x2B || p[i] == 0x2D) { i &+= 1 }
             guard i < end, p[i] >= 0x30 && p[i] <= 0x39 else { pos = i; fail("bad exponent"); return (false, 0) }
             while i < end, p[i] >= 0x30 && p[i] <= 0x39 { i &+= 1 }
         }
+        if overflow || exponentStart >= 0 {
+            // Not a 64-bit integer: it must at least be a finite double (SPEC section 2: else bad JSON).
+            let digitsStart = neg ? pos &+ 1 : pos
+            let intEnd = fractionStart >= 0 ? fractionStart &- 1 : (exponentStart >= 0 ? exponentStart &- 1 : i)
+            if !fitsDouble(digitsStart, intEnd, exponentStart, i) {
+                pos = digitsStart
+                fail("number beyond the range of a double")
+                return (false, 0)
+            }
+        }
         pos = i
         return (isInteger, neg ? 0 &- value : value)
+    }
+
+    /// Whether the number whose integer digits are `p[digits..<intEnd]` and whose exponent (sign and digits) is
+    /// `p[exponent..<to]` (`exponent < 0`: none) is a finite double. Decides by the decimal magnitude; only
+    /// numbers right at the edge (about 1.8e308) are parsed.
+    @inline(never)
+    func fitsDouble(_ digits: Int, _ intEnd: Int, _ exponent: Int, _ to: Int) -> Bool {
+        var e = 0
+        if exponent >= 0 {
+            var k = exponent
+            var negative = false
+            if p[k] == 0x2B || p[k] == 0x2D { negative = p[k] == 0x2D; k &+= 1 }
+            while k < to {
+                e = Swift.min(e &* 10 &+ Int(p[k] &- 0x30), 1 << 40)  // saturates: far beyond any double
+                k &+= 1
+            }
+            if negative { e = 0 &- e }
+        }
+        // Integer digits after leading zeros: the value is below 10^(count + e).
+        var first = digits
+        while first < intEnd && p[first] == 0x30 { first &+= 1 }
+        let magnitude = (intEnd &- first) &+ e
+        if intEnd == first {
+            if e <= 308 { return true }  // below 1e308
+        } else {
+            if magnitude <= 308 { return true }
+            if magnitude > 309 { return false }
+        }
+        let text = String(decoding: UnsafeBufferPointer(start: p + digits, count: to &- digits), as: UTF8.self)
+        return Double(text)?.isFinite ?? false
     }
 
     /// 10^n for n in 1...8.

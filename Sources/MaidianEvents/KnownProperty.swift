@@ -11,6 +11,11 @@ public enum KnownProperty: Int, CaseIterable, Sendable {
 
     @inlinable public var bit: UInt64 { 1 << UInt64(rawValue) }
 
+    /// The properties only the server sets (SPEC section 2, enrichment): a client's are dropped (and listed in
+    /// `$dropped_properties`) before the server sets its own.
+    public static let serverOwnedBits: UInt64 = KnownProperty.matchedRules.bit | KnownProperty.late.bit
+        | KnownProperty.droppedProperties.bit | KnownProperty.clientTime.bit | KnownProperty.receiveTime.bit
+
     /// `Property.known` of a name that is no `KnownProperty`.
     public static let none: UInt8 = 0xFF
 
@@ -63,6 +68,8 @@ public enum PropertyIssues {
     /// An object value on a property other than `$element_content`.
     public static let object: UInt8 = 4
     public static let nonStringArrayElement: UInt8 = 8
+    /// A property the server owns (`KnownProperty.serverOwnedBits`), sent by the client.
+    public static let serverOwned: UInt8 = 16
 }
 
 /// The known names in one flat, allocation-free table for the scanner: entries sorted by name length.

@@ -47,6 +47,32 @@ final class NameCache {
         var memoEscaped = false
         var memoNonString = false
         var memoDecodedLength: Int32 = 0
+        /// The object (`NameCache.object`) this key was last seen in: a second sighting in the same object is a
+        /// duplicate member name. 0 for a new entry, so a slot reused within an object is not taken for one.
+        var seenIn: Int = 0
+    }
+
+    /// Duplicate member names (SPEC section 2, `duplicate_key`), found through the slots: `object` numbers the
+    /// object being scanned; `duplicate` says a key was seen twice in it; `unsure` says the slots cannot tell
+    /// (a key without a slot, or a slot of this object reused for another key), and an exact check must.
+    /// Unchecked exclusivity: one decoder on one thread.
+    @exclusivity(unchecked) var object = 0
+    @exclusivity(unchecked) var duplicate = false
+    @exclusivity(unchecked) var unsure = false
+
+    /// Starts a new object for the duplicate check.
+    @inline(__always) func beginObject() {
+        object &+= 1
+        duplicate = false
+        unsure = false
+    }
+
+    /// Notes key `slot` of the current object.
+    @inline(__always) func see(_ slot: Int32) {
+        if slot == NameCache.none { unsure = true; return }
+        let e = entries + Int(slot)
+        if e.pointee.seenIn == object { duplicate = true }
+        e.pointee.seenIn = object
     }
 
     /// Slot 0 never matches (escaped and very long keys use it); slot 1 is the head of every object: its
@@ -177,6 +203,8 @@ final class NameCache {
         e.token.bit = names.classify(p, start, end)
         e.token.field = TopField.classify(p, start, end)
         if entries[slot].token.length != 0 { epoch &+= 1 }
+        // The key that had this slot may come again in this object: the slots alone cannot tell then.
+        if entries[slot].seenIn == object { unsure = true }
         entries[slot] = e  // a new key: also forgets the old key's successor and value
         return Int32(slot)
     }

@@ -385,6 +385,7 @@ extension DeadLetterReason {
         case .badTime: return "bad_time"
         case .badDistinctID: return "bad_distinct_id"
         case .badProperties: return "bad_properties"
+        case .duplicateKey: return "duplicate_key"
         }
     }
 
@@ -394,9 +395,10 @@ extension DeadLetterReason {
         case .notObject: return "the event is not a JSON object"
         case .badType: return "'type' is missing or not one of track, track_signup, profile_*"
         case .badEventName: return "a track event needs 'event' matching ^[A-Za-z_$][A-Za-z0-9_$]{0,99}$"
-        case .badTime: return "'time' is missing or not an integer (ms since the epoch)"
+        case .badTime: return "'time' is missing, not an integer (ms since the epoch) or not in 2015-01-01 ..< 2100-01-01"
         case .badDistinctID: return "'distinct_id' is missing, empty, not a string or longer than 255 bytes"
         case .badProperties: return "'properties' is present and not an object"
+        case .duplicateKey: return "a member name appears twice in the event object or in its 'properties'"
         default: return description
         }
     }

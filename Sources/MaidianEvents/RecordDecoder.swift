@@ -6,6 +6,10 @@ public struct RecordLimits: Sendable, Equatable {
     public var maxDecompressedBytes: Int = 16 << 20
     /// Largest number of events in one record.
     public var maxEventsPerRecord: Int = 10_000
+    /// Most decoded bytes one batch holds (its JSON arena plus its events' and properties' entries): a poll
+    /// whose records would pass it is cut after the record that reaches it, and the rest is processed as the
+    /// next batch. With the per-record limits this bounds a worker's memory whatever the input (issue 13).
+    public var maxBatchBytes: Int = 64 << 20
     public init() {}
     public init(maxCompressedBytes: Int, maxDecompressedBytes: Int, maxEventsPerRecord: Int) {
         self.maxCompressedBytes = maxCompressedBytes
@@ -28,6 +32,9 @@ public final class RecordDecoder {
     /// The current record's events and properties (see `scanRecord`).
     private let events = ScanBuffer<Event>(capacity: 64)
     private let props = ScanBuffer<Property>(capacity: 1024)
+    /// The exact duplicate-key check's keys (start, end, escaped) and their hashes, reused.
+    private var keySpans: [(Int, Int, Bool)] = []
+    private var keyHashes: [(UInt64, Int32)] = []
     /// Output of the streaming path (frames without a declared size), reused.
     private var streamBuffer: [UInt8] = []
     /// Scanner padding: the JSON arena always has this many readable bytes after any record (the key cache
@@ -38,11 +45,18 @@ public final class RecordDecoder {
         self.limits = limits
     }
 
-    /// Decodes every record of the batch that has not been decoded yet.
-    public func decodeAll(_ batch: inout EventBatch) {
-        for r in 0..<batch.records.count where !batch.records[r].json.isPresent && batch.records[r].status == .live {
+    /// Decodes every record of the batch that has not been decoded yet, until the batch holds
+    /// `limits.maxBatchBytes` (`decodedBytes`). Returns how many records are done: the records after them
+    /// were left undecoded (the caller processes them as another batch).
+    @discardableResult
+    public func decodeAll(_ batch: inout EventBatch) -> Int {
+        let budget = limits.maxBatchBytes
+        let n = batch.records.count
+        for r in 0..<n where !batch.records[r].json.isPresent && batch.records[r].status == .live {
             decode(&batch, record: r)
+            if r &+ 1 < n && batch.decodedBytes >= budget { return r &+ 1 }
         }
+        return n
     }
 
     private func failRecord(_ batch: inout EventBatch, _ r: Int, _ reason: DeadLetterReason, _ detail: String) {
@@ -203,6 +217,7 @@ public final class RecordDecoder {
                     var ev = Event(record: Int32(r), index: index, start: s.pos)
                     if s.peek() == 0x7B {
                         scanEvent(&s, &ev, propBase, names)
+                        if ev.status == .failed { failedEvents += 1 }
                     } else {
                         s.skipValue(depth: 1)
                         ev.status = .failed
@@ -246,6 +261,7 @@ public final class RecordDecoder {
         let entries = cache.entries
         s.pos += 1  // {
         if s.nextByte() == 0x7D { ev.closingBrace = Int32(s.pos); s.pos += 1; return }
+        cache.beginObject()
         var prev = NameCache.head
         var pos = s.pos
         while true {
@@ -318,7 +334,9 @@ public final class RecordDecoder {
                     if isNumber { ev.time = value; ev.clientTime = value }
                     ev.timeValue = Span(vs, pos)
                 case .flushTime:
-                    ev.hasFlushTime = isInteger
+                    // A flush time outside SPEC's time range cannot calibrate anything (and its difference
+                    // with `received_at` could overflow): the event is taken as sent without one.
+                    ev.hasFlushTime = isInteger && EventTimeRange.contains(value)
                     if isNumber { ev.flushTime = value }
                 default:
                     ev.hasTrackID = isInteger
@@ -361,7 +379,15 @@ public final class RecordDecoder {
             let d = nextByte(&s, &pos)
             if d == 0x2C { pos &+= 1; continue }
             s.pos = pos
-            if d == 0x7D { ev.closingBrace = Int32(pos); s.pos += 1; return }
+            if d == 0x7D {
+                ev.closingBrace = Int32(pos)
+                s.pos += 1
+                if cache.duplicate || (cache.unsure && eventHasDuplicateKeys(p, Int(ev.bytes.start), end)) {
+                    ev.status = .failed
+                    ev.reason = .duplicateKey
+                }
+                return
+            }
             s.fail("expected ',' or '}'")
             return
         }
@@ -379,12 +405,14 @@ public final class RecordDecoder {
                               valid: token.valid, bit: token.bit, field: token.field)
             prev = guess
             pos &+= t
+            cache.see(guess)
             return key
         }
         s.pos = pos
         let key = scanKeySlow(&s, cache, &prev, names)
         if s.failed { return nil }
         pos = s.pos
+        cache.see(key.slot)
         return key
     }
 
@@ -452,6 +480,7 @@ public final class RecordDecoder {
         s.pos += 1  // {
         if s.nextByte() == 0x7D { s.pos += 1; return }
         var count: Int32 = 0
+        cache.beginObject()
         var prev = NameCache.head
         var pos = s.pos
         var out = props.reserve()
@@ -501,6 +530,7 @@ public final class RecordDecoder {
                 | (kind == .null ? PropertyIssues.null : 0)
                 | (kind == .object && bit != KnownProperty.elementContent.bit ? PropertyIssues.object : 0)
                 | (nonString ? PropertyIssues.nonStringArrayElement : 0)
+                | (bit & KnownProperty.serverOwnedBits != 0 ? PropertyIssues.serverOwned : 0)
             longest = Swift.max(longest, decodedLength)
             out.append(Property(
                 name: Span(key.start, key.end), value: Span(vs, pos), kind: kind, nameValid: nameValid,
@@ -517,9 +547,70 @@ public final class RecordDecoder {
         }
         s.pos = pos
         ev.propertyCount = count
+        if cache.duplicate || (cache.unsure && propertiesHaveDuplicateKeys(s.p, Int(ev.firstProperty) &- propBase, out.count)) {
+            ev.status = .failed
+            ev.reason = .duplicateKey
+        }
         ev.known = known
         ev.propertyIssues = issues
         ev.longestString = Int32(truncatingIfNeeded: longest)
+    }
+
+    /// The exact duplicate check when the slots could not tell (see `NameCache.unsure`): the keys of the event
+    /// object at `p[start]` (`{`), scanned again. Rare: escaped or very long keys.
+    @inline(never)
+    private func eventHasDuplicateKeys(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
+        keySpans.removeAll(keepingCapacity: true)
+        var s = JSONScanner(base: p, start: start &+ 1, end: end)
+        while true {
+            guard s.nextByte() == 0x22 else { break }
+            let key = s.scanString()
+            keySpans.append((key.start, key.end, key.escaped))
+            guard s.nextByte() == 0x3A else { break }
+            s.pos &+= 1
+            s.skipValue(depth: 1)
+            guard !s.failed, s.nextByte() == 0x2C else { break }
+            s.pos &+= 1
+        }
+        return hasDuplicateNames(p)
+    }
+
+    /// The exact duplicate check for the `count` properties at `first` in the decoder's buffer.
+    @inline(never)
+    private func propertiesHaveDuplicateKeys(_ p: UnsafePointer<UInt8>, _ first: Int, _ count: Int) -> Bool {
+        keySpans.removeAll(keepingCapacity: true)
+        for k in first..<count {
+            let prop = props.base[k]
+            keySpans.append((Int(prop.name.start), Int(prop.name.end), prop.nameEscaped))
+        }
+        return hasDuplicateNames(p)
+    }
+
+    /// Whether two of `keySpans` name the same member once unescaped: hashes sorted, equal neighbours compared
+    /// byte for byte (n log n whatever the keys).
+    private func hasDuplicateNames(_ p: UnsafePointer<UInt8>) -> Bool {
+        if keySpans.count < 2 { return false }
+        func name(_ k: Int) -> [UInt8] {
+            let (start, end, escaped) = keySpans[k]
+            let raw = UnsafeRawBufferPointer(start: p + start, count: end &- start)
+            return escaped ? unescapeJSONString(raw) : Array(raw)
+        }
+        keyHashes.removeAll(keepingCapacity: true)
+        for k in keySpans.indices {
+            let (start, end, escaped) = keySpans[k]
+            var h = Hash64()
+            if escaped {
+                name(k).withUnsafeBufferPointer { h.add($0.baseAddress!, $0.count) }
+            } else {
+                h.add(p + start, end &- start)
+            }
+            keyHashes.append((h.value, Int32(k)))
+        }
+        keyHashes.sort { $0.0 < $1.0 }
+        for k in 1..<keyHashes.count where keyHashes[k].0 == keyHashes[k &- 1].0 {
+            if name(Int(keyHashes[k].1)) == name(Int(keyHashes[k &- 1].1)) { return true }
+        }
+        return false
     }
 
     @inline(__always)
@@ -539,7 +630,13 @@ public final class RecordDecoder {
     /// Validity and known-property bit of a key the cache does not hold (escaped, long or spaced).
     @inline(never)
     private func nameFacts(_ p: UnsafePointer<UInt8>, _ key: KeyInfo, _ names: KnownNameTable.View) -> (Bool, UInt64) {
-        if key.escaped { return (isValidEscapedName(p, key.start, key.end), 0) }
+        if key.escaped {
+            // Escapes must not hide a known name (`"$l\u0061te"` is `$late`, which the server owns).
+            let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + key.start, count: key.end - key.start))
+            return decoded.withUnsafeBufferPointer {
+                (isValidName($0.baseAddress!, 0, $0.count), names.classify($0.baseAddress!, 0, $0.count))
+            }
+        }
         return (isValidName(p, key.start, key.end), names.classify(p, key.start, key.end))
     }
 }

@@ -105,15 +105,24 @@ public final class ZstdDecompressor {
             hint = Int(clamping: Swift.min(declared &+ 64, UInt64(Swift.max(input.count, 64)) &* 64))
         }
         var inBuf = ZSTD_inBuffer(src: inBase, size: input.count, pos: 0)
+        // One output region, zero-filled once and grown geometrically, that every decoder call writes on
+        // into: a value of many tiny frames (each call ends at a frame's end) must not zero-fill or reallocate
+        // a large region per frame, which made decoding quadratic in the frame count (issue 13, class 4).
+        var region = Swift.max(Swift.min(hint, limit + 1), 1)
+        appendZeros(&output, region)
         var produced = 0
-        var chunk = Swift.min(hint, limit + 1)
         while true {
-            let room = Swift.min(chunk, limit + 1 - produced)
+            if produced == region {
+                // Full: grow by doubling (at most 64 MiB at a time), never past one byte over the limit.
+                let more = Swift.min(Swift.max(region, 4096), 64 << 20, limit + 1 - region)
+                appendZeros(&output, more)
+                region += more
+            }
             let inBefore = inBuf.pos
-            let (wrote, ret): (Int, Int) = withAppendedRegion(&output, Swift.max(room, 1)) { region in
-                var outBuf = ZSTD_outBuffer(dst: region.baseAddress, size: region.count, pos: 0)
+            let (wrote, ret): (Int, Int) = output.withUnsafeMutableBytes { all in
+                var outBuf = ZSTD_outBuffer(dst: all.baseAddress! + start + produced, size: region - produced, pos: 0)
                 let r = ZSTD_decompressStream(ctx, &outBuf, &inBuf)
-                return (outBuf.pos, (outBuf.pos, r))
+                return (outBuf.pos, r)
             }
             produced += wrote
             if ZSTD_isError(ret) != 0 {
@@ -129,7 +138,7 @@ public final class ZstdDecompressor {
                 // Another frame follows; the stream decoder starts it on the next call.
                 continue
             }
-            let outputFull = wrote == Swift.max(room, 1)
+            let outputFull = produced == region
             if inBuf.pos == inBuf.size && !outputFull {
                 // All input consumed, output not full, frame not finished: the decoder needs more input.
                 output.removeSubrange(start...)
@@ -140,10 +149,8 @@ public final class ZstdDecompressor {
                 output.removeSubrange(start...)
                 throw ZstdError.truncated
             }
-            if outputFull {
-                chunk = Swift.min(Swift.max(chunk, 4096) * 2, 64 << 20)
-            }
         }
+        output.removeLast(region - produced)
         return produced
     }
 

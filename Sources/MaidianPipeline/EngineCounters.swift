@@ -42,6 +42,8 @@ public final class EngineCounters: Sendable {
     public let events = StageCounter(name: "events")
     /// Decoded JSON bytes.
     public let bytes = StageCounter(name: "bytes")
+    /// Record headers taken as absent because they were invalid (`EventBatch.invalidHeaders`).
+    public let badHeaders = StageCounter(name: "bad_headers")
     /// Rejected records by reason, indexed by `DeadLetterReason.rawValue`.
     public let failedRecords: [StageCounter]
     /// Rejected events by reason (whichever stage rejected them), indexed by `DeadLetterReason.rawValue`.

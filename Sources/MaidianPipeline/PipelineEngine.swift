@@ -99,13 +99,33 @@ public final class PipelineEngine {
         self.stateHorizon = stages.map(\.stateHorizon).max() ?? 0
     }
 
-    /// Decodes the batch's records and runs every stage and output over it.
+    /// Decodes the batch's records and runs every stage and output over it. When the records would pass
+    /// `source.limits.max_batch_bytes` once decoded, the batch is cut after the record that reaches it: the
+    /// records after it are moved to the end of `rest` (bytes included), for the caller to process next.
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer, rest: inout EventBatch) throws {
+        try process(&batch, output: &output, bounded: true) { batch, first in batch.moveRecords(from: first, to: &rest) }
+    }
+
+    /// Decodes the batch's records and runs every stage and output over it, however many bytes they decode to
+    /// (tests and tools with inputs they trust; a worker bounds its batches with `process(_:output:rest:)`).
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
+        try process(&batch, output: &output, bounded: false) { _, _ in }
+    }
+
+    private func process(_ batch: inout EventBatch, output: inout OutputBuffer, bounded: Bool, cut: (inout EventBatch, Int) -> Void) throws {
         let firstNew = batch.events.count
         let clock = ContinuousClock()
         var t0 = clock.now
         if stageTime.count != stages.count { stageTime = Array(repeating: .zero, count: stages.count) }
-        decoder.decodeAll(&batch)
+        if bounded {
+            let done = decoder.decodeAll(&batch)
+            if done < batch.records.count { cut(&batch, done) }
+        } else {
+            let budget = decoder.limits.maxBatchBytes
+            decoder.limits.maxBatchBytes = .max
+            defer { decoder.limits.maxBatchBytes = budget }
+            decoder.decodeAll(&batch)
+        }
         if measureTime {
             let t = clock.now
             decodeTime += t - t0
@@ -120,6 +140,7 @@ public final class PipelineEngine {
         addTally(to: live.failedRecords)
         live.events.add(batch.events.count - firstNew)
         live.bytes.add(bytes)
+        if batch.invalidHeaders > 0 { live.badHeaders.add(batch.invalidHeaders) }
 
         var (alive, dropped, failed) = statusCounts(batch)
         for (i, stage) in stages.enumerated() {

@@ -142,12 +142,21 @@ struct LimitsSpec: Decodable {
     var limits = RecordLimits()
     enum CodingKeys: String, CodingKey {
         case maxRecordBytes = "max_record_bytes", maxDecompressedBytes = "max_decompressed_bytes", maxEventsPerRecord = "max_events_per_record"
+        case maxBatchBytes = "max_batch_bytes"
     }
     init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         if let v = try c.decodeIfPresent(ByteSize.self, forKey: .maxRecordBytes) { limits.maxCompressedBytes = Int(v.bytes) }
         if let v = try c.decodeIfPresent(ByteSize.self, forKey: .maxDecompressedBytes) { limits.maxDecompressedBytes = Int(v.bytes) }
         if let v = try c.decodeIfPresent(Int.self, forKey: .maxEventsPerRecord) { limits.maxEventsPerRecord = v }
+        if let v = try c.decodeIfPresent(ByteSize.self, forKey: .maxBatchBytes) { limits.maxBatchBytes = Int(v.bytes) }
+        // A batch's arenas are addressed with 32-bit offsets: one record and one batch stay well below 2 GiB.
+        if limits.maxDecompressedBytes > 1 << 30 || limits.maxCompressedBytes > 1 << 30 {
+            throw PipelineError(code: .badValue, message: "max_record_bytes and max_decompressed_bytes must be at most 1GiB")
+        }
+        if limits.maxBatchBytes < 1 || limits.maxBatchBytes > 512 << 20 {
+            throw PipelineError(code: .badValue, message: "max_batch_bytes must be between 1 byte and 512MiB")
+        }
     }
 }
 

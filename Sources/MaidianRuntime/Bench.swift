@@ -99,6 +99,8 @@ public enum Bench {
     ) throws -> BenchResult {
         var batch = EventBatch()
         var output = OutputBuffer()
+        // Records past the batch bound (`source.limits.max_batch_bytes`), processed as the next batch.
+        var rest = EventBatch()
         let topicIndex = batch.topicIndex(topic)
         var result = BenchResult()
         // Wired as a worker wires it, with as many internal partitions as source partitions (what `maidian run`
@@ -129,11 +131,18 @@ public enum Bench {
                             key: bytes(rec.key), value: bytes(rec.value)!, ip: bytes(rec.ip), receivedAt: bytes(rec.receivedAt),
                             ua: bytes(rec.ua), project: bytes(rec.project))
                     }
-                    try engine.process(&batch, output: &output)
-                    result.outputMessages += output.messages.count
-                    result.outputBytes += output.bytes.count
-                    sink?(batch, output)
-                    try merging?.merge(output, into: &result, sink: sink.map { s in { s(batch, $0) } })
+                    while true {
+                        try engine.process(&batch, output: &output, rest: &rest)
+                        result.outputMessages += output.messages.count
+                        result.outputBytes += output.bytes.count
+                        sink?(batch, output)
+                        try merging?.merge(output, into: &result, sink: sink.map { s in { s(batch, $0) } })
+                        if rest.records.isEmpty { break }
+                        batch.reset()
+                        output.reset()
+                        rest.moveRecords(from: 0, to: &batch)
+                        rest.reset()
+                    }
                     i = end
                 }
             }

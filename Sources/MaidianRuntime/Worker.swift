@@ -156,6 +156,8 @@ private final class State {
     let tracker = OffsetTracker()
     let liveness: Liveness
     var batch = EventBatch()
+    /// Records of a poll past the batch bound (`source.limits.max_batch_bytes`): the next batch.
+    var rest = EventBatch()
     var output = OutputBuffer()
     var internalRecords: [InternalRecord] = []
     var producerTopics: [Int32: ProducerTopic] = [:]
@@ -308,17 +310,23 @@ private final class State {
             batch.reset()
             output.reset()
             internalRecords.removeAll(keepingCapacity: true)
-            _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
-                if msg.topic == sourceTopic {
-                    if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { reachedEnd.insert(msg.partition); return }
-                    batch.appendRecord(
-                        topic: topicIndex, partition: msg.partition, offset: msg.offset, timestamp: msg.timestamp ?? 0,
-                        key: msg.key.count > 0 ? msg.key : nil, value: msg.value,
-                        ip: msg.header("ip"), receivedAt: msg.header("received_at"),
-                        ua: msg.header("ua"), project: msg.header("project"))
-                } else {
-                    internalRecords.append(InternalRecord(
-                        partition: msg.partition, offset: msg.offset, key: Array(msg.key), value: Array(msg.value), index: 0))
+            if !rest.records.isEmpty {
+                // The rest of the last poll, past the batch bound (`source.limits.max_batch_bytes`).
+                rest.moveRecords(from: 0, to: &batch)
+                rest.reset()
+            } else {
+                _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
+                    if msg.topic == sourceTopic {
+                        if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { reachedEnd.insert(msg.partition); return }
+                        batch.appendRecord(
+                            topic: topicIndex, partition: msg.partition, offset: msg.offset, timestamp: msg.timestamp ?? 0,
+                            key: msg.key.count > 0 ? msg.key : nil, value: msg.value,
+                            ip: msg.header("ip"), receivedAt: msg.header("received_at"),
+                            ua: msg.header("ua"), project: msg.header("project"))
+                    } else {
+                        internalRecords.append(InternalRecord(
+                            partition: msg.partition, offset: msg.offset, key: Array(msg.key), value: Array(msg.value), index: 0))
+                    }
                 }
             }
             try checkFrozen(since: iterationStart)
@@ -342,7 +350,7 @@ private final class State {
             if !batch.records.isEmpty || !internalRecords.isEmpty {
                 finishedState = false
                 injectFaults(stop: stop)
-                if !batch.records.isEmpty { try engine.process(&batch, output: &output) }
+                if !batch.records.isEmpty { try engine.process(&batch, output: &output, rest: &rest) }
                 if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
                 for r in batch.records where r.status != .dropped {
                     position[Slot(topic: 0, partition: r.partition)] = r.offset + 1

@@ -16,6 +16,7 @@ import Synchronization
 ///   registered (duplicates, late events, reloads, rule-set version, ...), and the partial-results merger's
 ///   (`stage="merge"`): new stages appear by themselves;
 /// - `records_total`, `events_total`, `record_bytes_total`: records decoded, events in them, their JSON bytes;
+/// - `bad_headers_total`: record headers taken as absent (not valid UTF-8, `received_at` not an integer);
 /// - `dead_letters_total{reason,level}`: rejected records (`level="record"`) and events (`level="event"`);
 /// - `outputs_too_large_total`, `outputs_dropped_total`, `dead_letters_truncated_total`: outputs replaced by
 ///   `too_large` dead letters, outputs not produced (refused for good by Kafka, or too large without a
@@ -126,7 +127,7 @@ public final class WorkerMetrics: Sendable {
         }
         let plain: [(StageCounter, String)] = [
             (counters.records, "maidian_records_total"), (counters.events, "maidian_events_total"),
-            (counters.bytes, "maidian_record_bytes_total"),
+            (counters.bytes, "maidian_record_bytes_total"), (counters.badHeaders, "maidian_bad_headers_total"),
             (counters.outputsTooLarge, "maidian_outputs_too_large_total"),
             (counters.outputsDropped, "maidian_outputs_dropped_total"),
             (counters.deadLettersTruncated, "maidian_dead_letters_truncated_total"),

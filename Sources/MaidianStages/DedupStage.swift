@@ -77,21 +77,36 @@ public final class DedupStage: Stage {
         // Generations are aligned to multiples of `window` in event time (not to the first event seen), so a
         // worker that re-reads a partition from a checkpoint (docs/recovery.md) rotates at the same events as
         // the worker before it and remembers the same keys once two windows are re-read.
-        if m.generationStart == .min { m.generationStart = floorDiv(t, window) * window }
-        if t &- m.generationStart >= window {
+        if m.generationStart == .min { m.generationStart = alignedStart(t) }
+        if t >= m.generationStart && DedupStage.distance(t, m.generationStart) >= UInt64(window) {
             // Rotate: the older generation is now more than a window behind the newest event time.
             swap(&m.previous, &m.current)
             m.current.removeAll()
-            m.generationStart = floorDiv(t, window) * window
+            m.generationStart = alignedStart(t)
         }
         // One probe in the current generation finds a copy or remembers this event.
         if let seen = m.current.getOrInsert(key, t) {
-            if abs(t &- seen) <= window { return true }
+            if DedupStage.distance(t, seen) <= UInt64(window) { return true }
             m.current.set(key, t)
             return false
         }
-        if let seen = m.previous.get(key), abs(t &- seen) <= window { return true }
+        if let seen = m.previous.get(key), DedupStage.distance(t, seen) <= UInt64(window) { return true }
         return false
+    }
+
+    /// `|a - b|` without overflow, whatever the two times (validate keeps them in SPEC's range, but a pipeline
+    /// may run dedup without it).
+    @inline(__always)
+    static func distance(_ a: Int64, _ b: Int64) -> UInt64 {
+        a >= b ? UInt64(bitPattern: a &- b) : UInt64(bitPattern: b &- a)
+    }
+
+    /// The start of the window-aligned generation holding `t`; near the 64-bit minimum, where that start is not
+    /// representable, the smallest value that is not the "unset" marker.
+    @inline(__always)
+    private func alignedStart(_ t: Int64) -> Int64 {
+        let (start, overflow) = floorDiv(t, window).multipliedReportingOverflow(by: window)
+        return overflow || start == .min ? .min + 1 : start
     }
 
     public func partitionsRevoked(_ partitions: [Int32]) {

@@ -65,7 +65,8 @@ public final class ValidateStage: Stage {
         }
         // The decoder checked the name while the bytes were in the cache.
         if ev.type.isTrack && !(ev.eventNameIsString && ev.eventNameValid) { return .badEventName }
-        if ev.timeKind != 1 { return .badTime }
+        // Out of SPEC's range is invalid too: later stages' time arithmetic relies on it (issue 13, class 1).
+        if ev.timeKind != 1 || !EventTimeRange.contains(ev.time) { return .badTime }
         if ev.distinctIDKind != 1 || ev.distinctIDLength == 0 || Int(ev.distinctIDLength) > config.maxDistinctIDBytes { return .badDistinctID }
         if ev.propertiesKind == 2 { return .badProperties }
         return nil
@@ -79,7 +80,7 @@ public final class ValidateStage: Stage {
         var dropped: [Span] = []
         for k in lo..<hi {
             var p = batch.properties[k]
-            if !p.nameValid || p.kind == .null {
+            if !p.nameValid || p.kind == .null || isServerOwned(p) {
                 p.fix = .drop
             } else if p.kind == .object {
                 if !isElementContent(p, batch) { p.fix = .drop }
@@ -106,6 +107,13 @@ public final class ValidateStage: Stage {
             list.append(0x5D)
             batch.addProperty(event: i, name: "$dropped_properties") { $0.append(contentsOf: list) }
         }
+    }
+
+    /// A property only the server sets, sent by the client: dropped so that what the server sets is the
+    /// only one (SPEC section 2, enrichment).
+    @inline(__always)
+    private func isServerOwned(_ p: Property) -> Bool {
+        p.known != KnownProperty.none && (UInt64(1) << UInt64(p.known)) & KnownProperty.serverOwnedBits != 0
     }
 
     private func isElementContent(_ p: Property, _ batch: borrowing EventBatch) -> Bool {

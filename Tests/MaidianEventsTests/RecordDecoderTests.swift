@@ -300,3 +300,94 @@ struct SeededLCG: RandomNumberGenerator {
         return state ^ (state >> 29)
     }
 }
+
+/// Issue 13, class 7 and SPEC section 2 (revision 2): numbers beyond a double, duplicate member names.
+extension RecordDecoderTests {
+    func testNumbersBeyondADoubleAreBadJSON() {
+        for bad in ["1e400", "-1e400", "1" + String(repeating: "0", count: 400), "1.8e308", "0.5e310", "9e99999999999999999999"] {
+            XCTAssertEqual(reason(Array("[{\"type\":\"track\",\"properties\":{\"n\":\(bad)}}]".utf8)), .badJSON, bad)
+            XCTAssertEqual(reason(Array("[{\"time\":\(bad)}]".utf8)), .badJSON, bad)
+        }
+        // What a double holds (some of it not a 64-bit integer) stays valid.
+        for ok in ["1e308", "1.7976931348623157e308", "99999999999999999999", "-9223372036854775809", "1e-400",
+                   "0.000001e300", String(repeating: "9", count: 300)] {
+            let b = decode([Array("[{\"time\":\(ok),\"properties\":{\"n\":\(ok)}}]".utf8)])
+            XCTAssertEqual(b.records[0].status, .live, ok)
+            XCTAssertEqual(b.events.count, 1, ok)
+        }
+    }
+
+    func duplicateReasons(_ events: [String]) -> [DeadLetterReason] {
+        let b = decode([Array(("[" + events.joined(separator: ",") + "]").utf8)])
+        XCTAssertEqual(b.records[0].status, .live)
+        return b.events.map(\.reason)
+    }
+
+    func testDuplicateMemberNamesFailTheEvent() {
+        let base = "\"type\":\"track\",\"event\":\"e\",\"time\":1700000000000,\"distinct_id\":\"u\""
+        XCTAssertEqual(duplicateReasons([
+            "{\"type\":\"profile_set\",\(base)}",  // "type" twice: the issue's example
+            "{\(base),\"properties\":{\"a\":1,\"b\":2,\"a\":3}}",
+            "{\(base),\"properties\":{\"a\":1,\"\\u0061\":2}}",  // the same name, escaped
+            "{\(base),\"ev\\u0065nt\":\"f\"}",
+            "{\(base),\"properties\":{\"\(String(repeating: "x", count: 40))\":1,\"\(String(repeating: "x", count: 40))\":2}}",
+            "{\(base),\"properties\":{\"a\" :1,\"a\":2}}",  // a key the cache does not hold
+            "{\(base),\"properties\":{\"a\":1},\"properties\":{\"b\":1}}",
+            "{\(base),\"properties\":{\"a\":1,\"b\":{\"c\":1,\"c\":2}}}",  // nested objects are not checked
+            "{\(base),\"properties\":{\"a\":1,\"\\u0062\":2,\"\(String(repeating: "x", count: 40))\":1}}",
+            "{\(base)}",
+        ]), [.duplicateKey, .duplicateKey, .duplicateKey, .duplicateKey, .duplicateKey, .duplicateKey, .duplicateKey,
+             .none, .none, .none])
+    }
+
+    func testDuplicateCheckSurvivesCacheEvictions() {
+        // More distinct names than the key cache has slots: slots are reused within one object, which must
+        // neither hide a duplicate nor invent one.
+        let names = (0..<2000).map { "k\($0)" }
+        let distinct = "{\"properties\":{" + names.map { "\"\($0)\":1" }.joined(separator: ",") + "}}"
+        let repeated = "{\"properties\":{" + (names + ["k7"]).map { "\"\($0)\":1" }.joined(separator: ",") + "}}"
+        XCTAssertEqual(duplicateReasons([distinct, repeated, distinct]), [.none, .duplicateKey, .none])
+    }
+}
+
+/// Issue 13, class 2: a batch's decoded bytes are bounded; the records past the bound move to the next batch.
+extension RecordDecoderTests {
+    func testBatchIsCutAtTheByteBound() {
+        var limits = RecordLimits()
+        limits.maxBatchBytes = 200_000
+        let events = (0..<300).map { "{\"type\":\"track\",\"event\":\"e\",\"time\":1700000000000,\"distinct_id\":\"u\",\"_track_id\":\($0),\"properties\":{\"p\":\"\(String(repeating: "x", count: 60))\"}}" }
+        let value = Array(("[" + events.joined(separator: ",") + "]").utf8)
+        var batch = EventBatch()
+        let t = batch.topicIndex("raw")
+        for i in 0..<20 {
+            value.withUnsafeBytes { v in
+                Array("k\(i)".utf8).withUnsafeBytes { k in
+                    batch.appendRecord(topic: t, partition: 1, offset: Int64(i), timestamp: 5, key: k, value: v, ip: nil, receivedAt: nil, ua: nil, project: nil)
+                }
+            }
+        }
+        let decoder = RecordDecoder(limits: limits)
+        var seen: [Int64] = []
+        var total = 0
+        var rest = EventBatch()
+        var batches = 0
+        while !batch.records.isEmpty {
+            let done = decoder.decodeAll(&batch)
+            XCTAssertGreaterThan(done, 0)
+            let perRecord = value.count + 300 * (MemoryLayout<Event>.stride + MemoryLayout<Property>.stride) + 32
+            XCTAssertLessThan(batch.decodedBytes, limits.maxBatchBytes + perRecord)
+            batch.moveRecords(from: done, to: &rest)
+            XCTAssertEqual(batch.records.count, done)
+            seen += batch.records.map(\.offset)
+            total += batch.events.count
+            for r in batch.records { XCTAssertEqual(batch.inputString(r.key), "k\(r.offset)") }
+            batches += 1
+            batch.reset()
+            rest.moveRecords(from: 0, to: &batch)
+            rest.reset()
+        }
+        XCTAssertGreaterThan(batches, 3)
+        XCTAssertEqual(seen, Array(0..<20))
+        XCTAssertEqual(total, 20 * 300)
+    }
+}

@@ -219,3 +219,29 @@ final class ZstdTests: XCTestCase {
         }
     }
 }
+
+/// Issue 13, class 4: decoding is linear in the input whatever the frame count.
+extension ZstdTests {
+    /// A minimal zstd frame without a content size: one raw block holding `byte`.
+    static func tinyFrame(_ byte: UInt8) -> [UInt8] {
+        // magic; frame header descriptor 0 (no content size, not single-segment); window descriptor 0 (1 KiB);
+        // block header: last block, raw, size 1 ((1 << 3) | 1); the byte.
+        [0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x00, 0x09, 0x00, 0x00, byte]
+    }
+
+    func testManyTinyFramesWithoutContentSizeDecodeInLinearTime() throws {
+        // 20,000 frames of one byte each: the old decoder zero-filled a region of 8 times the input (1.6 MB)
+        // per frame, 32 GB in all (many seconds); now the whole value takes milliseconds.
+        var value = ZstdTests.tinyFrame(0x5B)
+        for _ in 0..<19_998 { value += ZstdTests.tinyFrame(0x20) }
+        value += ZstdTests.tinyFrame(0x5D)
+        let d = ZstdDecompressor()
+        let start = ContinuousClock.now
+        let out = try d.decompress(value, limit: 16 << 20)
+        let took = ContinuousClock.now - start
+        XCTAssertEqual(out.count, 20_000)
+        XCTAssertEqual(out.first, 0x5B)
+        XCTAssertEqual(out.last, 0x5D)
+        XCTAssertLessThan(took, .seconds(2), "\(took) for 20,000 tiny frames")
+    }
+}

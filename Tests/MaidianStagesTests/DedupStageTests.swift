@@ -98,3 +98,15 @@ final class DedupStageTests: XCTestCase {
         XCTAssertEqual(dedup.rememberedKeys, 0)
     }
 }
+
+/// Issue 13, class 1: event times near the 64-bit limits never trap, even without validation before dedup.
+extension DedupStageTests {
+    func testTimesNearTheLimitsDoNotTrap() throws {
+        let h = try StageHarness(stages: [DedupStage(config: .init(), context: StageHarness.context())])
+        let times: [Int64] = [.min + 1, .max, .min + 1, 0, .max - 1, -1, .max]
+        let evs = times.enumerated().map { trackEvent(time: $0.element, trackID: 7) }
+        let r = try h.run([TestRecord(json: "[" + evs.joined(separator: ",") + "]")])
+        // The copies at the same time are duplicates; the others are more than a window apart.
+        XCTAssertEqual(r.events.map(\.status), [.live, .live, .dropped, .live, .live, .live, .dropped])
+    }
+}

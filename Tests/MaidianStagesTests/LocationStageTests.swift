@@ -138,7 +138,7 @@ final class LocationStageTests: XCTestCase {
 
     func testProfileEventsUntouched() throws {
         let (h, _) = try harness()
-        let profile = "{\"type\":\"profile_set\",\"time\":1,\"distinct_id\":\"u\",\"properties\":{\"a\":1}}"
+        let profile = "{\"type\":\"profile_set\",\"time\":1700000000000,\"distinct_id\":\"u\",\"properties\":{\"a\":1}}"
         let r = try h.run([TestRecord(json: "[\(profile)]", ip: "125.70.56.154")])
         XCTAssertEqual(r.enriched[0].raw, profile)
     }

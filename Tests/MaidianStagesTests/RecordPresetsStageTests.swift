@@ -35,9 +35,9 @@ final class RecordPresetsStageTests: XCTestCase {
 
     func testMissingPropertiesObjectIsCreated() throws {
         let h = try StageHarness.standard()
-        let ev = "{\"type\":\"track\",\"event\":\"e\",\"time\":1,\"distinct_id\":\"u\"}"
+        let ev = "{\"type\":\"track\",\"event\":\"e\",\"time\":1700000000000,\"distinct_id\":\"u\"}"
         let r = try h.run([TestRecord(json: "[\(ev)]", ip: "1.0.1.3", receivedAt: 5)])
-        XCTAssertEqual(r.enriched[0].raw, "{\"type\":\"track\",\"event\":\"e\",\"time\":1,\"distinct_id\":\"u\",\"properties\":{\"$ip\":\"1.0.1.3\",\"$receive_time\":5,\"$project\":\"default\"}}")
+        XCTAssertEqual(r.enriched[0].raw, "{\"type\":\"track\",\"event\":\"e\",\"time\":1700000000000,\"distinct_id\":\"u\",\"properties\":{\"$ip\":\"1.0.1.3\",\"$receive_time\":5,\"$project\":\"default\"}}")
     }
 
     func testEmptyPropertiesObject() throws {
