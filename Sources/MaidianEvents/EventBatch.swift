@@ -9,7 +9,7 @@ public struct Span: Sendable, Equatable {
     @inlinable public var count: Int { Int(end &- start) }
 }
 
-/// Why a record or an event went to the dead-letter topic (SPEC section 2).
+/// Why a record or an event went to the dead-letter topic (wire format §2).
 public enum DeadLetterReason: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case none = 0
     // record level
@@ -169,7 +169,7 @@ public struct Event: Sendable {
     public var hitCount: Int32
     // Facts the decoder works out while the event's bytes are in the cache: stages read them instead of
     // going back to the (by then evicted) JSON arena.
-    /// `event` is a string that, unescaped, is a valid name (SPEC section 2).
+    /// `event` is a string that, unescaped, is a valid name (wire format §2).
     public var eventNameValid: Bool
     /// `Hash64` of the raw bytes of `distinct_id` and of `event` (between the quotes, escapes as sent); 0 when
     /// not a string.
@@ -224,7 +224,7 @@ public struct Event: Sendable {
     }
 }
 
-/// What kind of count a matched rule feeds (SPEC section 5).
+/// What kind of count a matched rule feeds (wire format §5).
 public enum MatchMetric: UInt8, Sendable {
     /// Page rules and PAGEPV entries.
     case pv = 1
