@@ -19,7 +19,8 @@ import shutil
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+# MAIDIAN_CONTEXT_ROOT: another tree (the tests use a small one to see the checks fail).
+ROOT = pathlib.Path(os.environ.get("MAIDIAN_CONTEXT_ROOT", pathlib.Path(__file__).resolve().parent.parent)).resolve()
 
 
 def compile_pattern(p):
