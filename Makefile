@@ -3,10 +3,10 @@
 
 SWIFT ?= swift
 APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev libhyperscan-dev pkg-config kcat zstd docker-compose
-PY_PACKAGES := confluent-kafka zstandard
+PY_PACKAGES := confluent-kafka zstandard jsonschema pyyaml
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build release test unit golden demo bench bench-match compose-check clean
+.PHONY: all deps build release test unit golden demo bench bench-match compose-check build-context-check deploy-check clean
 
 all: build
 
@@ -17,7 +17,7 @@ deps:
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@python3 -c "import confluent_kafka, zstandard" 2>/dev/null || \
+	@python3 -c "import confluent_kafka, zstandard, jsonschema, yaml" 2>/dev/null || \
 	  (echo "installing Python packages: $(PY_PACKAGES)"; python3 -m pip install -q $(PY_PACKAGES) 2>&1 | grep -v WARNING || true)
 
 build: deps
@@ -26,26 +26,35 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
-## Every test: unit tests, Kafka tests on the mock cluster, the golden test on ../shared/traffic,
-## and a check of docker-compose.yml.
-test: deps compose-check
+## Every test: unit tests, Kafka tests on the mock cluster, the golden tests on testdata/, the image's
+## build context and docker-compose.yml, and the files under deploy/.
+test: deps compose-check build-context-check deploy-check
 	$(SWIFT) build --build-tests
 	MAIDIAN_BIN=$$($(SWIFT) build --show-bin-path)/maidian $(SWIFT) test --skip-build
 
 compose-check:
 	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml: ok"
 
+## The image's build context as .dockerignore filters it builds (no Docker engine needed); compose profiles.
+build-context-check:
+	scripts/check-build-context.sh
+
+## The Grafana dashboard (JSON schema), the Prometheus alert rules and the Kubernetes manifests under deploy/.
+deploy-check:
+	python3 scripts/check_deploy.py
+
 ## The main job on an embedded broker with generated traffic; prints what came out.
 demo: release
 	scripts/demo.sh
 
-## Throughput of the full pipeline on the benchmark recording (release build).
+## Throughput of the full pipeline on RECORDING (release build); without one, on traffic `maidian gen`
+## generates once (scripts/bench-recording.sh).
 bench: release
-	$$($(SWIFT) build -c release --show-bin-path)/maidian bench pipelines/app-analytics.yaml --recording $${RECORDING:-../shared/traffic/bench-3k.ndjson.zst}
+	rec=$${RECORDING:-$$(scripts/bench-recording.sh)} && $$($(SWIFT) build -c release --show-bin-path)/maidian bench pipelines/app-analytics.yaml --recording $$rec
 
-## The match stage alone, with 10, 1,000 and 10,000 rules generated from the benchmark recording.
+## The match stage alone, with 10, 1,000 and 10,000 rules generated from RECORDING (default as for bench).
 bench-match: release
-	$$($(SWIFT) build -c release --show-bin-path)/maidian bench-match --rules 10,1000,10000 --runs 15 --recording $${RECORDING:-../shared/traffic/bench-3k.ndjson.zst}
+	rec=$${RECORDING:-$$(scripts/bench-recording.sh)} && $$($(SWIFT) build -c release --show-bin-path)/maidian bench-match --rules 10,1000,10000 --runs 15 --recording $$rec
 
 clean:
 	rm -rf .build demo-out

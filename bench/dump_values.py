@@ -1,7 +1,7 @@
-"""Writes the record values of a recording (SPEC section 6) as <4-byte little-endian length><bytes>, for
+"""Writes the record values of a recording (wire format §6) as <4-byte little-endian length><bytes>, for
 bench/zstd_floor.c.
 
-    python3 bench/dump_values.py ../shared/traffic/bench-3k.ndjson.zst /tmp/values.bin
+    python3 bench/dump_values.py "$(scripts/bench-recording.sh)" /tmp/values.bin
 """
 import base64
 import io

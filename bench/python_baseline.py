@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""The work of `maidian bench` (SPEC sections 1, 2, 5) in plain Python with orjson and zstandard.
+"""The work of `maidian bench` (wire format §1, §2, §5) in plain Python with orjson and zstandard.
 
     python3 -m pip install orjson zstandard
-    python3 bench/python_baseline.py ../shared/traffic/bench-3k.ndjson.zst
+    python3 bench/python_baseline.py "$(scripts/bench-recording.sh)"
 
 Reads a recording (.ndjson or .ndjson.zst), base64-decodes the values (untimed), then times: decompress,
 parse, validate and fix, calibrate time, de-duplicate, add presets, serialize enriched events and dead letters.
@@ -30,7 +30,7 @@ def load(path):
     return out
 
 def check(e):
-    """The dead-letter reason of an event, or None (SPEC section 2, validation)."""
+    """The dead-letter reason of an event, or None (wire format §2, validation)."""
     if type(e) is not dict: return "not_object"
     t = e.get("type")
     if t not in TRACK and t not in PROFILE: return "bad_type"

@@ -12,7 +12,7 @@
              bookkeeping (offset tracking, replay points, contiguity checks, commits).
 
 Usage: bench/recovery_bench.py [takeover|replay|profile|all] [--runs N] [--session 6s] [--bin PATH]
-Needs a release build (swift build -c release), ../shared (geo, rules, sample), confluent-kafka, and perf
+Needs a release build (swift build -c release), testdata/ (geo, rules, sample), confluent-kafka, and perf
 for `profile`.
 """
 import argparse
@@ -29,7 +29,7 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # bench/ is one level down
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+SHARED = os.path.join(ROOT, "testdata")
 PIPELINE = os.path.join(ROOT, "pipelines", "app-analytics.yaml")
 TMP = tempfile.mkdtemp(prefix="recovery-bench-")
 

@@ -4,13 +4,13 @@
 # values), `maidian bench` with the issue-2 stages and with the full pipeline, and `maidian bench-match`.
 # Each line is the best of its runs, in events per CPU second of the benchmark thread.
 #
-#   swift build -c release && bench/rounds.sh [ROUNDS] [RECORDING]
+#   swift build -c release && bench/rounds.sh [ROUNDS] [RECORDING]   (default: scripts/bench-recording.sh)
 #
 # Needs libzstd-dev (and libsimdjson-dev for the reference; left out when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-recording=${2:-../shared/traffic/bench-3k.ndjson.zst}
+recording=${2:-$(scripts/bench-recording.sh)}
 bin=$(swift build -c release --show-bin-path)/maidian
 work=${TMPDIR:-/tmp}/maidian-rounds
 mkdir -p "$work"

@@ -4,7 +4,7 @@
 // compared with it at the same moment on a machine whose speed drifts.
 //
 //   apt-get install libsimdjson-dev libzstd-dev
-//   python3 bench/dump_values.py ../shared/traffic/bench-3k.ndjson.zst /tmp/values.bin
+//   python3 bench/dump_values.py "$(scripts/bench-recording.sh)" /tmp/values.bin
 //   g++ -O3 -march=native -std=c++17 bench/simdjson_walk.cpp -lsimdjson -lzstd -o /tmp/simdjson_walk
 //   /tmp/simdjson_walk /tmp/values.bin 5
 #include <simdjson.h>

@@ -1,7 +1,7 @@
 /* The zstd floor of `maidian bench`: decompress every zstd record value of a recording with one reused
  * context, as maidian does, and nothing else. Prints the CPU time of each of N passes.
  *
- *   python3 bench/dump_values.py ../shared/traffic/bench-3k.ndjson.zst /tmp/values.bin
+ *   python3 bench/dump_values.py "$(scripts/bench-recording.sh)" /tmp/values.bin
  *   cc -O2 bench/zstd_floor.c -lzstd -o /tmp/zstd_floor && /tmp/zstd_floor /tmp/values.bin 5
  */
 #define ZSTD_STATIC_LINKING_ONLY

@@ -3,7 +3,7 @@
 # pipeline until the end of the input, and show what came out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN="$(swift build -c release --show-bin-path)/maidian"
+BIN="${MAIDIAN_BIN:-$(swift build -c release --show-bin-path)/maidian}"   # MAIDIAN_BIN: another build
 OUT=demo-out
 mkdir -p "$OUT"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Loads a recording (SPEC section 6, .ndjson or .ndjson.zst) into a topic with confluent-kafka.
+"""Loads a recording (wire format §6, .ndjson or .ndjson.zst) into a topic with confluent-kafka.
 
 An independent client for tests: Maidian's own producer is not involved.
 Usage: kafka_produce_recording.py BOOTSTRAP TOPIC FILE [SECONDS]

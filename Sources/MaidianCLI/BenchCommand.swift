@@ -12,7 +12,7 @@ struct BenchCommand: ParsableCommand {
         abstract: "Run a pipeline's stages over a recording from memory, on one thread, and report the speed.")
 
     @Argument(help: "The pipeline YAML file.") var pipeline: String
-    @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String
+    @Option(help: "Recording (.ndjson or .ndjson.zst; format: docs/wire-format.md §6).") var recording: String
     @Flag(help: "Print one JSON object.") var json = false
     @Option(help: "Records per batch (default: the pipeline's source.max_batch, as a worker polls).") var batch: Int?
     @Option(help: "Partitions to spread the records over (by key).") var partitions: Int = 8
@@ -28,7 +28,7 @@ struct BenchCommand: ParsableCommand {
         let batch = self.batch ?? spec.source.maxBatch
         let loadStart = ContinuousClock.now
         let records = Bench.prepare(try Recording.read(path: recording), partitions: Int32(partitions))
-        logger.info("loaded \(records.count) records in \(ContinuousClock.now - loadStart)")
+        logger.info("loaded \(records.count) records in \((ContinuousClock.now - loadStart).rounded)")
         var result = try Bench.run(engine: engine, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
         var reported = engine
         for _ in 1..<max(runs, 1) {

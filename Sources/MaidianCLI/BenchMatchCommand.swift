@@ -22,7 +22,7 @@ struct BenchMatchCommand: ParsableCommand {
             """)
 
     @Option(help: "Rules set sizes, comma-separated.") var rules: String = "10,1000,10000"
-    @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String = "../shared/traffic/bench-3k.ndjson.zst"
+    @Option(help: "Recording (.ndjson or .ndjson.zst; format: docs/wire-format.md §6); scripts/bench-recording.sh generates one.") var recording: String
     @Option(help: "Timed passes over all batches per rules set; the fastest is reported.") var runs: Int = 5
     @Option(help: "Records per batch.") var batch: Int = 1000
     @Option(help: "A pipeline whose stages before `match` prepare the batches (default: validate, calibrate_time, dedup).")
@@ -98,7 +98,7 @@ struct BenchMatchCommand: ParsableCommand {
             }
         }
         let seen = catalog.summary
-        logger.info("\(events) events in \(batches.count) batches (\(roleEvents) page views and clicks; \(seen.pages) pages, \(seen.elements) elements, \(seen.actions) action identifiers) prepared in \(ContinuousClock.now - loadStart)")
+        logger.info("\(events) events in \(batches.count) batches (\(roleEvents) page views and clicks; \(seen.pages) pages, \(seen.elements) elements, \(seen.actions) action identifiers) prepared in \((ContinuousClock.now - loadStart).rounded)")
 
         let generator = RuleSetGenerator(catalog: catalog, seed: seed)
         var figures: [Figure] = []

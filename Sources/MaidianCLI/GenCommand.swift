@@ -1,7 +1,7 @@
 import ArgumentParser
 import MaidianRecording
 
-/// `maidian gen`: writes a recording of realistic simulated traffic (SPEC section 6) for demos and
+/// `maidian gen`: writes a recording of realistic simulated traffic (wire format §6) for demos and
 /// benchmarks.
 struct GenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -57,7 +57,7 @@ struct GenCommand: ParsableCommand {
         let ms = elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000
         print(
             "gen: \(s.records) records (\(s.retriedRecords) retried, \(s.badRecords) bad), \(s.events) events "
-                + "(\(s.badEvents) bad, \(s.fixableEvents) to fix), \(s.sessions) sessions, \(s.crashes) crashes; "
+                + "(\(s.retriedEvents) in retried records, \(s.badEvents) bad, \(s.fixableEvents) to fix), \(s.sessions) sessions, \(s.crashes) crashes; "
                 + "\(GenCommand.megabytes(summary.fileBytes)) MB -> \(summary.path) in \(GenCommand.seconds(ms)) s")
     }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import MaidianPipeline
+import MaidianRuntime
 import MaidianStages
 
 /// The whole `maidian` command line as a library, so a team's own executable can reuse every command
@@ -53,6 +54,7 @@ struct MaidianCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "maidian",
         abstract: "Stream processor for mobile-app analytics on Kafka.",
+        version: MaidianBuild.version,
         subcommands: [
             RunCommand.self, ReplayCommand.self, CheckCommand.self, BenchCommand.self, BenchMatchCommand.self, BrokerCommand.self, GenCommand.self,
             ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self, RulesCommand.self,

@@ -9,7 +9,7 @@ import MaidianRecording
 struct ProduceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "produce",
-        abstract: "Write a recording (SPEC section 6) into a topic, with its keys, headers and timestamps.",
+        abstract: "Write a recording (docs/wire-format.md §6) into a topic, with its keys, headers and timestamps.",
         discussion: "Records go to partitions by key (murmur2, as the Java client). The file is streamed, not loaded whole.")
 
     @Argument(help: "Recording (.ndjson or .ndjson.zst).") var recording: String

@@ -7,7 +7,7 @@ import MaidianRuntime
 struct RecordCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
-        abstract: "Write a topic's records (every partition, up to the end offsets at the start) into a recording (SPEC section 6).",
+        abstract: "Write a topic's records (every partition, up to the end offsets at the start) into a recording (docs/wire-format.md §6).",
         discussion: """
             Keys, headers and timestamps are kept. Each partition stays in offset order; partitions are merged by \
             record timestamp, so the file reads like the traffic and --limit N keeps the first N records in time. \

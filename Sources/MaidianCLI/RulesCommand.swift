@@ -3,7 +3,7 @@ import MaidianPipeline
 import MaidianRuntime
 import MaidianStages
 
-/// `maidian rules …`: tools for circle-select rules files (SPEC section 4).
+/// `maidian rules …`: tools for circle-select rules files (wire format §4).
 struct RulesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "rules", abstract: "Tools for circle-select rules files.", subcommands: [RulesTestCommand.self])
@@ -24,7 +24,7 @@ struct RulesTestCommand: ParsableCommand {
         """)
 
     @Argument(help: "The rules file (YAML or JSON).") var rules: String
-    @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String
+    @Option(help: "Recording (.ndjson or .ndjson.zst; format: docs/wire-format.md §6).") var recording: String
     @Option(help: "The pipeline whose stages run up to 'match'.") var pipeline = "pipelines/app-analytics.yaml"
     @Option(help: "Show only this rule (id; action rules: their identifier), with its near misses.") var rule: String?
     @Option(help: "Examples per rule.") var examples = 3

@@ -33,7 +33,7 @@ struct WorkerLauncher {
                 spec.source.kafka["statistics.interval.ms"] = String(metrics.statisticsInterval.milliseconds)
             }
             let registry = MetricsBootstrap.registry()
-            let exporter = WorkerMetrics(status: status, factory: MetricsBootstrap.factory(registry), logger: logger)
+            let exporter = WorkerMetrics(status: status, registry: registry, logger: logger)
             var serverLogger = logger
             serverLogger.logLevel = max(logger.logLevel, .notice)  // the server's own chatter
             let server = OpsServer(
@@ -84,11 +84,5 @@ enum MetricsBootstrap {
         if CLISettings.bootstrapsLogging { MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry)) }
         shared = registry
         return registry
-    }
-
-    /// The factory the worker's series go to: the bootstrapped system, or (CLI used as a library) a
-    /// Prometheus factory on `registry` directly.
-    static func factory(_ registry: PrometheusCollectorRegistry) -> any MetricsFactory {
-        CLISettings.bootstrapsLogging ? MetricsSystem.factory : PrometheusMetricsFactory(registry: registry)
     }
 }

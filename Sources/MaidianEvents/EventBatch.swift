@@ -19,7 +19,7 @@ public enum EventTimeRange {
     @inlinable public static func contains(_ t: Int64) -> Bool { t >= lowerBound && t < upperBound }
 }
 
-/// Why a record or an event went to the dead-letter topic (SPEC section 2).
+/// Why a record or an event went to the dead-letter topic (wire format §2).
 public enum DeadLetterReason: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     case none = 0
     // record level
@@ -182,7 +182,7 @@ public struct Event: Sendable {
     public var hitCount: Int32
     // Facts the decoder works out while the event's bytes are in the cache: stages read them instead of
     // going back to the (by then evicted) JSON arena.
-    /// `event` is a string that, unescaped, is a valid name (SPEC section 2).
+    /// `event` is a string that, unescaped, is a valid name (wire format §2).
     public var eventNameValid: Bool
     /// `Hash64` of the raw bytes of `distinct_id` and of `event` (between the quotes, escapes as sent); 0 when
     /// not a string.
@@ -237,7 +237,7 @@ public struct Event: Sendable {
     }
 }
 
-/// What kind of count a matched rule feeds (SPEC section 5).
+/// What kind of count a matched rule feeds (wire format §5).
 public enum MatchMetric: UInt8, Sendable {
     /// Page rules and PAGEPV entries.
     case pv = 1

@@ -1,4 +1,4 @@
-/// The scanner's memory of object keys: per distinct key, whether it is a valid SPEC name, which
+/// The scanner's memory of object keys: per distinct key, whether it is a valid name (wire format §2), which
 /// `KnownProperty` or top-level field it is, and which key followed it last time.
 ///
 /// Every event of an upload carries the same few dozen keys in the same order. Scanning is a chain of
@@ -22,7 +22,7 @@ final class NameCache {
         var firstMask: UInt64 = 0, lastMask: UInt64 = 0
         var middle0: UInt64 = 0, middle1: UInt64 = 0
         var middleMask1: UInt64 = 0
-        /// A valid SPEC name; its `KnownProperty` bit (or 0); the top-level field it names.
+        /// A valid name (wire format §2); its `KnownProperty` bit (or 0); the top-level field it names.
         var valid = false
         var field = TopField.other
         var bit: UInt64 = 0

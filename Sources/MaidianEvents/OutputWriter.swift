@@ -80,7 +80,7 @@ public struct OutputBuffer: Sendable {
     }
 }
 
-/// Writes events and dead letters in SPEC section 5 formats, splicing fixes and added properties into the
+/// Writes events and dead letters in wire format §5 formats, splicing fixes and added properties into the
 /// original event bytes rather than re-serializing the event.
 public enum OutputWriter {
     /// Writes every live event of the batch to `topic` (key `distinct_id`).

@@ -1,4 +1,4 @@
-/// Event and property names (SPEC section 2): `^[A-Za-z_$][A-Za-z0-9_$]{0,99}$`.
+/// Event and property names (wire format §2): `^[A-Za-z_$][A-Za-z0-9_$]{0,99}$`.
 public enum EventNames {
     /// Whether bytes `p[start..<end]` form a valid name.
     @inline(__always)
@@ -13,7 +13,7 @@ public enum EventNames {
     }
 }
 
-/// Builds replacement values for the property fixes of SPEC section 2, into the batch's scratch arena.
+/// Builds replacement values for the property fixes of wire format §2, into the batch's scratch arena.
 public enum PropertyRepair {
     /// A string cut at a character boundary to at most `maxBytes` UTF-8 bytes, then `$` appended.
     public static func truncateString(_ p: Property, _ batch: inout EventBatch, maxBytes: Int) -> Span {

@@ -1,4 +1,4 @@
-/// Limits on one input record (SPEC section 1). Defaults are SPEC's.
+/// Limits on one input record (wire format §1). Defaults are the wire format's.
 public struct RecordLimits: Sendable, Equatable {
     /// Largest accepted record value as received (compressed), bytes.
     public var maxCompressedBytes: Int = 1 << 20
@@ -647,7 +647,7 @@ struct KeyInfo {
     var start: Int
     var end: Int
     var escaped: Bool
-    /// A valid SPEC name (unescaped); its `KnownProperty` bit (0 for escaped names); the top-level field.
+    /// A valid name (wire format §2) (unescaped); its `KnownProperty` bit (0 for escaped names); the top-level field.
     var valid: Bool
     var bit: UInt64
     var field: TopField

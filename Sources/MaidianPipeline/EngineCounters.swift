@@ -13,6 +13,8 @@ public final class EngineCounters: Sendable {
         public let emitted: StageCounter
         public let dropped: StageCounter
         public let failed: StageCounter
+        /// Records the stage wrote to its topics.
+        public let written: StageCounter
 
         init(kind: String, position: Int) {
             self.kind = kind
@@ -21,6 +23,7 @@ public final class EngineCounters: Sendable {
             emitted = StageCounter(name: "emitted")
             dropped = StageCounter(name: "dropped")
             failed = StageCounter(name: "failed")
+            written = StageCounter(name: "written")
         }
 
         /// A snapshot.
@@ -30,6 +33,7 @@ public final class EngineCounters: Sendable {
             c.emitted = emitted.value
             c.dropped = dropped.value
             c.failed = failed.value
+            c.written = written.value
             return c
         }
     }

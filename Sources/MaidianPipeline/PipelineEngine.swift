@@ -11,6 +11,9 @@ public struct StageCounts: Sendable, Equatable {
     public var dropped: Int = 0
     /// Events it rejected to the dead-letter topic.
     public var failed: Int = 0
+    /// Records it wrote to its topics (an output's records, the windows stage's counts): what an output did,
+    /// where `received` and `emitted` say only which live events passed it.
+    public var written: Int = 0
     public init() {}
 }
 
@@ -144,6 +147,7 @@ public final class PipelineEngine {
 
         var (alive, dropped, failed) = statusCounts(batch)
         for (i, stage) in stages.enumerated() {
+            let messages = output.messages.count
             try stage.process(&batch, output: &output)
             if measureTime {
                 let t = clock.now
@@ -156,6 +160,7 @@ public final class PipelineEngine {
             c.emitted.add(l)
             c.dropped.add(d - dropped)
             c.failed.add(f - failed)
+            c.written.add(output.messages.count - messages)
             alive = l; dropped = d; failed = f
         }
         if failed > 0 {
@@ -217,7 +222,11 @@ public final class PipelineEngine {
 
     /// End of a bounded run: every stage writes out its state.
     public func finish(output: inout OutputBuffer) throws {
-        for s in stages { try s.finish(output: &output) }
+        for (i, s) in stages.enumerated() {
+            let messages = output.messages.count
+            try s.finish(output: &output)
+            live.stages[i].written.add(output.messages.count - messages)
+        }
     }
 
     @inline(__always)
@@ -245,11 +254,18 @@ public final class PipelineEngine {
         let d = decodeCounts
         let bad = zip(DeadLetterReason.allCases, d.failedRecords).filter { $0.1 > 0 }.map { "\($0.0)=\($0.1)" }
         lines.append("decode: records=\(d.records) events=\(d.events) bytes=\(d.bytes) rejected_records={\(bad.joined(separator: ","))}")
-        if measureTime { lines.append("decode: time=\(decodeTime)") }
+        if measureTime { lines.append("decode: time=\(decodeTime.rounded)") }
         for (i, n) in stageNames.enumerated() {
             let c = counts[i]
-            let time = measureTime && i < stageTime.count ? " time=\(stageTime[i])" : ""
-            lines.append("\(n): received=\(c.received) emitted=\(c.emitted) dropped=\(c.dropped) failed=\(c.failed)\(time)")
+            let time = measureTime && i < stageTime.count ? " time=\(stageTime[i].rounded)" : ""
+            if i >= spec.stages.count {
+                // An output passes every live event on; what it wrote is what matters (a dead-letter output
+                // writes the rejected records and events, not the live ones it is shown).
+                lines.append("\(n): written=\(c.written) (of \(c.received) live events seen)\(time)")
+            } else {
+                let written = c.written > 0 ? " written=\(c.written)" : ""
+                lines.append("\(n): received=\(c.received) emitted=\(c.emitted) dropped=\(c.dropped) failed=\(c.failed)\(written)\(time)")
+            }
         }
         for (s, c) in counters { lines.append("\(s).\(c.name)=\(c.value)") }
         return lines

@@ -137,7 +137,7 @@ public struct SourceSpec: Decodable, Sendable {
     }
 }
 
-/// `source.limits:` (SPEC section 1).
+/// `source.limits:` (wire format §1).
 struct LimitsSpec: Decodable {
     var limits = RecordLimits()
     enum CodingKeys: String, CodingKey {

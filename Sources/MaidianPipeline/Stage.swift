@@ -144,7 +144,7 @@ public final class StageContext {
         self.position = position
     }
 
-    /// Registers a named counter (reported as `<kind>.<name>`; metrics: `maidian_stage_counter_total`).
+    /// Registers a named counter (reported as `<kind>.<name>`; metrics: `maidian_<kind>_<name>_total`).
     public func counter(_ name: String) -> StageCounter {
         let c = StageCounter(name: name)
         counters.append(c)
@@ -152,7 +152,7 @@ public final class StageContext {
     }
 
     /// Registers a named gauge, a level the stage `set`s (e.g. the loaded rule-set version; metrics:
-    /// `maidian_stage_gauge`).
+    /// `maidian_<kind>_<name>`).
     public func gauge(_ name: String) -> StageCounter {
         let c = StageCounter(name: name, isGauge: true)
         counters.append(c)

@@ -8,7 +8,7 @@ import Musl
 import Darwin
 #endif
 
-/// Recordings (SPEC section 6): NDJSON, one input record per line, in topic order, optionally
+/// Recordings (wire format §6): NDJSON, one input record per line, in topic order, optionally
 /// zstd-compressed as a whole (`.ndjson.zst`):
 ///
 /// ```json

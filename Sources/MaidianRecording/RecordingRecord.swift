@@ -1,4 +1,4 @@
-/// One input record of a recording (SPEC section 6): what a Kafka record of the raw topic holds.
+/// One input record of a recording (wire format §6): what a Kafka record of the raw topic holds.
 public struct RecordingRecord: Sendable, Equatable {
     /// The record key (the install's anonymous id), or nil for a null key.
     public var key: [UInt8]?

@@ -55,10 +55,13 @@ public struct TrafficStats: Sendable, Equatable {
     public var retriedRecords = 0
     /// Records that are bad as a whole (bad_encoding, bad_zstd, bad_json, not_array, too_large).
     public var badRecords = 0
-    /// Elements of the JSON arrays of good records (events, profile events and bad elements), not
-    /// counting retried copies.
+    /// Elements of the JSON arrays of good records (events, profile events and bad elements), retried
+    /// copies included: the events the pipeline decodes, as `maidian bench` and `maidian_events_total`
+    /// count them (docs/wire-format.md, "Counting").
     public var events = 0
-    /// Elements among `events` that should be dead-lettered.
+    /// Elements among `events` in retried copies (the dedup stage drops the valid ones).
+    public var retriedEvents = 0
+    /// Elements among `events` that should be dead-lettered (in retried copies too: validation comes first).
     public var badEvents = 0
     /// Events among `events` that carry a property needing a fix.
     public var fixableEvents = 0
@@ -92,7 +95,7 @@ public struct TrafficSummary: Sendable {
 /// `$AppEnd`, a crash (`$AppCrashed`), or silently (killed). Uploads batch a few events each; some are
 /// retried (duplicates), some devices' clocks are hours off, some users sign up mid-session
 /// (`track_signup`), some send `profile_*` events, and about 1% of records carry every kind of fault of
-/// SPEC section 2 (every dead-letter reason, and properties that must be fixed).
+/// wire format §2 (every dead-letter reason, and properties that must be fixed).
 ///
 /// Deterministic: each user has its own xoshiro256** stream derived from the seed. Memory stays
 /// bounded by the number of users (records are merged by receive time as sessions are simulated).
@@ -414,6 +417,10 @@ public final class TrafficGenerator {
             recordHeap.push(PendingRecord(received: again, user: Int32(u.index), seq: u.seq, value: value, withUA: u.rng.chance(0.1), ua: u.ua))
             u.seq += 1
             stats.retriedRecords += 1
+            stats.events += elements
+            stats.retriedEvents += elements
+            stats.badEvents += badEvents
+            stats.fixableEvents += fixable
         }
     }
 

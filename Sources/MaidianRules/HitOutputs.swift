@@ -1,7 +1,7 @@
 import MaidianEvents
 
 /// What each hit writes into an event, laid out flat when the rules load, so a match costs byte copies and no
-/// per-hit look-ups of rule structs (SPEC section 4): the rule id as a JSON string (for `$matched_rules`), the
+/// per-hit look-ups of rule structs (wire format §4): the rule id as a JSON string (for `$matched_rules`), the
 /// metric and grouping key, and the `userDefined` / `pagePara` entries of action rules with their JSON pieces
 /// already escaped. Everything a hit reads is in plain arrays of trivial values, indexed by hit.
 public struct HitOutputs: Sendable {

@@ -1,6 +1,6 @@
 import MaidianEvents
 
-/// The role of an event, by its name (SPEC section 3).
+/// The role of an event, by its name (wire format §3).
 public enum EventRole: UInt8, Sendable {
     /// Not matched against rules.
     case other = 0
@@ -9,7 +9,7 @@ public enum EventRole: UInt8, Sendable {
     /// `$AppClick`.
     case click
 
-    /// The role of an event name (the defaults of SPEC section 3).
+    /// The role of an event name (the defaults of wire format §3).
     public static func of(_ name: String) -> EventRole {
         switch name {
         case "$AppViewScreen", "enter_view": return .pageEnter
@@ -58,13 +58,13 @@ public struct EventFacts: Sendable {
     /// The page: `$screen_name`, else `current_url`.
     public var page: String? { screenName ?? currentURL }
 
-    /// `{$element_path}-{$element_type}({position})_[{content}]` (SPEC section 3).
+    /// `{$element_path}-{$element_type}({position})_[{content}]` (wire format §3).
     public var elementIdentifier: String {
         let position = elementPosition ?? elementIndex ?? ""
         return "\(elementPath ?? "")-\(elementType ?? "")(\(position))_[\(content ?? "null")]"
     }
 
-    /// The click's action identifiers with the table each belongs to (SPEC section 3).
+    /// The click's action identifiers with the table each belongs to (wire format §3).
     public var actionIdentifiers: [(ActionKind, String)] {
         guard let target else { return [] }
         let tag = self.tag ?? "0"
@@ -90,11 +90,11 @@ public struct EventFacts: Sendable {
     }
 }
 
-/// Rules compiled for matching (SPEC sections 3 and 4). Every exact field of a rule is part of a hash key, so
+/// Rules compiled for matching (wire format §3 and §4). Every exact field of a rule is part of a hash key, so
 /// an event finds its candidates with a few look-ups whatever the number of rules; all `identifier_regex`
 /// rules are one Hyperscan database, scanned once per click. See `RuleIndex`.
 public final class RuleMatcher: Sendable {
-    /// Pages ignored by default (SPEC section 3).
+    /// Pages ignored by default (wire format §3).
     public static let defaultIgnoredPages: [String] = ["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"]
 
     /// The rules as loaded.

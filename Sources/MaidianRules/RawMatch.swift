@@ -14,7 +14,7 @@ public struct RawText {
     @inlinable public static var absent: RawText { RawText(nil, 0) }
     @inlinable public var isPresent: Bool { base != nil }
 
-    /// Whether the text is present and has exactly the bytes of `b` ("exact" in SPEC section 4: the same
+    /// Whether the text is present and has exactly the bytes of `b` ("exact" in wire format §4: the same
     /// UTF-8 bytes; no Unicode normalization).
     @inline(__always)
     func equals(_ b: [UInt8]) -> Bool {
@@ -386,7 +386,7 @@ extension RuleMatcher {
         }
     }
 
-    /// ACTION, GESTURE and TABLEVIEW rules by the click's action identifiers (SPEC section 3).
+    /// ACTION, GESTURE and TABLEVIEW rules by the click's action identifiers (wire format §3).
     private func matchActions(_ f: RawFacts, _ hits: inout [Int], _ buffer: inout [UInt8]) {
         let offset = rules.pages.count + rules.elements.count
         let tag = f.tag.isPresent ? f.tag : RawText(RuleMatcher.zero, 1)

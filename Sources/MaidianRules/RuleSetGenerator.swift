@@ -138,7 +138,7 @@ public struct RuleCatalog: Sendable {
     public var summary: (pages: Int, elements: Int, actions: Int) { (pageCounts.count, elementCounts.count, actionCounts.count) }
 }
 
-/// Generates rules files of any size from a `RuleCatalog`: every rule kind of SPEC section 4, about 10%
+/// Generates rules files of any size from a `RuleCatalog`: every rule kind of wire format §4, about 10%
 /// `identifier_regex` rules, about 10% with `app_versions`. Up to 30% of each kind are rules the traffic
 /// matches, each distinct, on every second page by frequency (operators circle-select some of an app, not all
 /// of it; element rules that match are scoped to their page); the others are near misses (same element path

@@ -1,6 +1,6 @@
 import MaidianPipeline
 
-/// A parsed rules file (SPEC section 4): what operators circle-selected.
+/// A parsed rules file (wire format §4): what operators circle-selected.
 public struct RulesFile: Sendable, Decodable {
     /// The format version (1).
     public var version: Int

@@ -1,5 +1,5 @@
 /// Tracks which input records have every derived output delivered, so that an offset is stored only after
-/// all its outputs are safe (at-least-once: SPEC section 5, "nothing lost").
+/// all its outputs are safe (at-least-once: wire format §5, "nothing lost").
 ///
 /// Records get increasing sequence numbers; delivery tokens are those numbers. Offsets advance over the
 /// completed prefix only, so a record whose output failed holds back every later offset of the worker.

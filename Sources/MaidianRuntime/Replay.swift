@@ -10,7 +10,7 @@ extension Bench {
         public var batches = 0
     }
 
-    /// Streams a recording (SPEC section 6, `.ndjson` or `.ndjson.zst`) into batches of `batchSize` records,
+    /// Streams a recording (wire format §6, `.ndjson` or `.ndjson.zst`) into batches of `batchSize` records,
     /// spread over `partitions` by key as in ``prepare(_:partitions:)``, and hands each filled batch, not yet
     /// decoded, to `body` (which typically runs `PipelineEngine.process` on it). Only one batch of records is
     /// held in memory at a time.

@@ -2,7 +2,7 @@ import Logging
 import MaidianKafka
 import MaidianRecording
 
-/// Writes what a topic holds into a recording (SPEC section 6): every partition from its beginning to the
+/// Writes what a topic holds into a recording (docs/wire-format.md §6): every partition from its beginning to the
 /// end offset it had at the start, with keys, headers and timestamps.
 ///
 /// Order: each partition's records stay in offset order, and the partitions are merged by record timestamp

@@ -202,6 +202,8 @@ private final class State {
     var processedRecords = 0
     /// Outputs Kafka refused for good so far (`refusedForGood`).
     var refusedCount = 0
+    /// Records produced per output topic index since the last `reportBatch` (for metrics).
+    var producedSinceReport: [Int] = []
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
@@ -330,6 +332,7 @@ private final class State {
                 }
             }
             try checkFrozen(since: iterationStart)
+            let polled = ContinuousClock.now
             // Records of partitions revoked during this poll belong to their new owner now.
             for r in 0..<batch.records.count where !assigned.contains(Slot(topic: 0, partition: batch.records[r].partition)) {
                 batch.records[r].status = .dropped
@@ -362,6 +365,7 @@ private final class State {
             if !awaitingAssignment { repartitioning?.tick(held: heldSource, output: &output) }
             try checkFrozen(since: iterationStart)
             try produceOutputs()
+            if !batch.records.isEmpty || !internalRecords.isEmpty { reportBatch(since: polled) }
             _ = producer.poll(timeout: .zero)
             try checkFailure()
             storeOffsets()
@@ -379,6 +383,7 @@ private final class State {
                     repartitioning?.tick(held: heldSource, output: &output)
                     try engine.finish(output: &output)
                     try produceOutputs()
+                    reportBatch(since: ContinuousClock.now)
                     finishedState = true
                 }
                 let held = assigned.filter { $0.topic == 1 }
@@ -522,6 +527,8 @@ private final class State {
                 let key = m.key.isPresent ? UnsafeRawBufferPointer(rebasing: bytes[Int(m.key.start)..<Int(m.key.end)]) : UnsafeRawBufferPointer(start: nil, count: 0)
                 let value = UnsafeRawBufferPointer(rebasing: bytes[Int(m.value.start)..<Int(m.value.end)])
                 let token = m.record >= 0 ? tokens[Int(m.record)] : OffsetTracker.stateToken
+                if Int(m.topic) >= producedSinceReport.count { producedSinceReport += Array(repeating: 0, count: Int(m.topic) + 1 - producedSinceReport.count) }
+                producedSinceReport[Int(m.topic)] += 1
                 do {
                     try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
                 } catch let e as KafkaError {
@@ -539,7 +546,7 @@ private final class State {
         for (s, until) in replayUntil where (position[s] ?? 0) >= until {
             replayUntil[s] = nil
             let took = replayStart.removeValue(forKey: s)
-            logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)\(took.map { " (\(until - $0.from) records re-read in \(ContinuousClock.now - $0.at))" } ?? "")")
+            logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)\(took.map { " (\(until - $0.from) records re-read in \((ContinuousClock.now - $0.at).rounded))" } ?? "")")
         }
     }
 
@@ -584,6 +591,21 @@ private final class State {
         if refusedCount <= 10 || refusedCount % 1000 == 0 {
             logger.error("an output was refused for good and is skipped", metadata: ["error": "\(error)", "refused_so_far": "\(refusedCount)"])
         }
+    }
+
+    /// Tells the status (metrics) how long the batch took since `polled`, its newest live event time, and
+    /// what was produced per topic since the last report.
+    func reportBatch(since polled: ContinuousClock.Instant) {
+        guard let status = options.status else { return }
+        var newest: Int64?
+        for e in batch.events where e.status == .live && e.time > (newest ?? .min) { newest = e.time }
+        var produced: [(topic: String, count: Int)] = []
+        for (i, n) in producedSinceReport.enumerated() where n > 0 {
+            let name = output.topics[i]
+            produced.append((name == internalTopic ? name : name + options.outputTopicSuffix, n))
+            producedSinceReport[i] = 0
+        }
+        status.batchDone(latency: ContinuousClock.now - polled, newestEventTime: newest, produced: produced)
     }
 
     /// After a batch: the merger's replay point of each internal partition it read, as of the batch's end.

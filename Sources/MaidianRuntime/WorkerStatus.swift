@@ -33,6 +33,12 @@ public final class WorkerStatus: Sendable {
         var counters: EngineCounters?
         var statistics: KafkaStatisticsSource?
         var topic = ""
+        /// Records produced per output topic (as the worker names them, replay suffix included).
+        var produced: [String: Int] = [:]
+        /// The newest event time (ms) of any processed batch.
+        var newestEventTime: Int64?
+        /// Gets each batch's latency in seconds (a histogram's `record`), when metrics are exported.
+        var batchObserver: (@Sendable (Double) -> Void)?
     }
 
     private let phaseValue = Atomic<Int>(Phase.starting.rawValue)
@@ -79,6 +85,26 @@ public final class WorkerStatus: Sendable {
     /// Offsets were committed.
     public func committed() { commitCount.wrappingAdd(1, ordering: .relaxed) }
 
+    /// A batch went through the pipeline and its outputs were handed to the producer: how long that took
+    /// (from the end of the poll), the newest event time in it (ms; nil when it held no live event), and the
+    /// records produced per topic. Once per batch: one lock, no per-record work.
+    public func batchDone(latency: Duration, newestEventTime: Int64?, produced: [(topic: String, count: Int)]) {
+        let (s, atto) = latency.components
+        let seconds = Double(s) + Double(atto) / 1e18
+        let observer = shared.withLock {
+            for (topic, n) in produced where n > 0 { $0.produced[topic, default: 0] += n }
+            if let t = newestEventTime, t > ($0.newestEventTime ?? .min) { $0.newestEventTime = t }
+            return $0.batchObserver
+        }
+        // A latency distribution cannot be rebuilt from totals at scrape time, so each batch is handed over.
+        observer?(seconds)
+    }
+
+    /// Has `observer` called with each batch's latency in seconds (from the worker thread).
+    public func observeBatches(_ observer: @escaping @Sendable (Double) -> Void) {
+        shared.withLock { $0.batchObserver = observer }
+    }
+
     /// Shutdown started (stop requested, or a bounded run reached its end).
     public func stopping() {
         var current = phaseValue.load(ordering: .relaxed)
@@ -115,6 +141,12 @@ public final class WorkerStatus: Sendable {
     /// The consumer's statistics, once the worker created it.
     public var statistics: KafkaStatisticsSource? { shared.withLock { $0.statistics } }
 
+    /// Records produced so far per output topic.
+    public var produced: [String: Int] { shared.withLock { $0.produced } }
+
+    /// The newest event time (ms since the epoch) the worker processed, nil before the first event.
+    public var newestEventTime: Int64? { shared.withLock { $0.newestEventTime } }
+
     /// Time since the poll loop last turned.
     public var sinceLastTurn: Duration {
         .milliseconds(millisecondsSinceOrigin - lastTurn.load(ordering: .relaxed))
@@ -127,7 +159,7 @@ public final class WorkerStatus: Sendable {
         case .stopped: return (false, "worker stopped")
         case .running, .stopping:
             let since = sinceLastTurn
-            if since > stallLimit { return (false, "worker loop stalled for \(since)") }
+            if since > stallLimit { return (false, "worker loop stalled for \(since.rounded)") }
             return (true, "worker \(phase)")
         }
     }

@@ -1,7 +1,7 @@
 import MaidianEvents
 import MaidianPipeline
 
-/// Corrects events from devices whose clock is wrong (SPEC section 2, time calibration): when
+/// Corrects events from devices whose clock is wrong (wire format §2, time calibration): when
 /// `|received_at - _flush_time|` exceeds `max_skew`, the event time moves by that difference and the client's
 /// original time is kept in `$client_time`.
 public final class CalibrateTimeStage: Stage {

@@ -1,7 +1,7 @@
 import MaidianEvents
 import MaidianPipeline
 
-/// Writes rejected records and events to the dead-letter topic (key: the input record's key), SPEC section 5.
+/// Writes rejected records and events to the dead-letter topic (key: the input record's key), wire format §5.
 public final class DeadLetterOutput: Stage {
     public struct Config: Decodable, Sendable {
         public var topic: String = "events.dlq"

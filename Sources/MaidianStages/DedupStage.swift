@@ -1,7 +1,7 @@
 import MaidianEvents
 import MaidianPipeline
 
-/// Drops retried copies of events (SPEC section 2, duplicates): two events with the same
+/// Drops retried copies of events (wire format §2, duplicates): two events with the same
 /// (`distinct_id`, `_track_id`, client `time`, `event`) within `window` of event time are one event; the later
 /// copy is dropped and counted. Events without `_track_id` are never duplicates.
 ///

@@ -1,7 +1,7 @@
 import MaidianEvents
 import MaidianPipeline
 
-/// Adds the device preset properties (SPEC section 2, enrichment): `$brand`, `$device_name` and `$device_type`
+/// Adds the device preset properties (wire format §2, enrichment): `$brand`, `$device_name` and `$device_type`
 /// from `$model` through a built-in table, and `$os`/`$os_version` from the record's `ua` header when the client
 /// sent no `$os`. Never overwrites a property the client sent; each of the five is checked on its own.
 ///
@@ -408,7 +408,7 @@ public final class DeviceStage: Stage {
     }
 }
 
-/// `$device_type` values (SPEC section 2).
+/// `$device_type` values (wire format §2).
 public enum DeviceType: UInt8, Sendable, CaseIterable {
     /// Phones and other handhelds (iPod touch); `tablet` includes unfolded foldables; `desktop` includes laptops;
     /// `unknown` when neither the table nor the screen size tells.

@@ -4,7 +4,7 @@ import MaidianGeo
 import MaidianPipeline
 
 /// Adds `$country`, `$province` (first subdivision) and `$city` from the event's IP through a MaxMind-format
-/// city database (SPEC section 2, enrichment), with names in the configured locale, falling back to `en`.
+/// city database (wire format §2, enrichment), with names in the configured locale, falling back to `en`.
 ///
 /// - The IP is the event's own `$ip` when the client sent one, else the record's `ip` header (the value
 ///   `record_presets` adds as `$ip`): the location always belongs to the `$ip` the event carries.

@@ -6,7 +6,7 @@ import MaidianPipeline
 import MaidianRules
 import Synchronization
 
-/// Matches page-enter and click events against the rules file (SPEC sections 3 and 4) and adds
+/// Matches page-enter and click events against the rules file (wire format §3 and §4) and adds
 /// `$matched_rules` plus the `userDefined` and `pagePara` values of matched action rules to `properties`.
 /// Client properties are never overwritten.
 ///
@@ -87,7 +87,7 @@ public final class MatchStage: Stage {
         matchedCounter = context.counter("matched")
         reloads = context.counter("rules_reloads")
         reloadFailures = context.counter("rules_reload_failures")
-        versionCounter = context.counter("rules_version")
+        versionCounter = context.gauge("rules_version")
         versionCounter.add()
     }
 
@@ -101,7 +101,7 @@ public final class MatchStage: Stage {
         matchedCounter = context.counter("matched")
         reloads = context.counter("rules_reloads")
         reloadFailures = context.counter("rules_reload_failures")
-        versionCounter = context.counter("rules_version")
+        versionCounter = context.gauge("rules_version")
         versionCounter.add()
     }
 
@@ -212,7 +212,7 @@ public final class MatchStage: Stage {
     }
     private var work = Work()
 
-    /// Adds the `userDefined` and `pagePara` values of the event's action hits (SPEC section 4): the first
+    /// Adds the `userDefined` and `pagePara` values of the event's action hits (wire format §4): the first
     /// entry of a name wins, and names the event already has are left alone.
     static func addParameters(_ batch: inout EventBatch, _ i: Int, _ ev: EventView, _ outputs: HitOutputs, _ w: inout Work) {
         var any = false
@@ -576,7 +576,7 @@ public final class MatchStage: Stage {
         }
     }
 
-    /// The JSON value a `pagePara` entry reads from the event (SPEC section 4): a span of `json`, or of
+    /// The JSON value a `pagePara` entry reads from the event (wire format §4): a span of `json`, or of
     /// `scratch` for a replaced value; nil when the event has none. `markNames` has run for the event.
     static func parameterValue(_ batch: borrowing EventBatch, _ ev: EventView, _ e: HitOutputs.Entry, _ outputs: HitOutputs,
                                _ w: borrowing Work) -> (span: Span, inScratch: Bool)? {

@@ -1,7 +1,7 @@
 import MaidianEvents
 import MaidianPipeline
 
-/// Adds the preset properties that come from the upload itself (SPEC section 2): `$ip` from header `ip`,
+/// Adds the preset properties that come from the upload itself (wire format §2): `$ip` from header `ip`,
 /// `$receive_time` from header `received_at`, `$project` from the event's `project`, else header `project`,
 /// else the default. Never overwrites a property the client sent.
 public final class RecordPresetsStage: Stage {

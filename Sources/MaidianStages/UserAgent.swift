@@ -1,5 +1,5 @@
 /// The operating system a User-Agent names: what the `device` stage adds as `$os` and `$os_version` to events
-/// whose client sent no `$os` (SPEC section 2, enrichment).
+/// whose client sent no `$os` (wire format §2, enrichment).
 public struct UserAgentOS: Sendable, Equatable {
     /// An operating system, spelled as the SDKs spell `$os`.
     public enum Name: UInt8, Sendable, CaseIterable {

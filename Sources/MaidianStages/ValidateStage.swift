@@ -1,7 +1,7 @@
 import MaidianEvents
 import MaidianPipeline
 
-/// Validates events and fixes their properties (SPEC section 2): invalid events go to the dead-letter topic
+/// Validates events and fixes their properties (wire format §2): invalid events go to the dead-letter topic
 /// with their reason; invalid properties are dropped or repaired and listed in `$dropped_properties`.
 public final class ValidateStage: Stage {
     public struct Config: Decodable, Sendable {
@@ -72,7 +72,7 @@ public final class ValidateStage: Stage {
         return nil
     }
 
-    /// Applies SPEC's property fixes to an event the scanner found something to fix in.
+    /// Applies the property fixes of wire format §2 to an event the scanner found something to fix in.
     func fixProperties(_ i: Int, _ batch: inout EventBatch) {
         let ev = batch.events[i]
         let maxString = config.maxStringBytes

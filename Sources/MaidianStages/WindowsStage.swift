@@ -3,14 +3,14 @@ import MaidianEvents
 import MaidianPipeline
 
 /// Page-view and click counts in event-time windows, dwell time from enter/leave pairs and crash trails
-/// (SPEC section 5), with watermarks and lateness.
+/// (wire format §5), with watermarks and lateness.
 ///
 /// Per source partition it marks late events (`$late: true`), counts matched events into tumbling windows
 /// (rules and dims from the `match` stage's results), pairs page visits in event-time order and keeps each
 /// user's trail. A window's partial aggregate goes through an internal topic to the worker that holds its
 /// key's internal partition, which merges the partials of every source partition (see `WindowMerger`).
 public final class WindowsStage: Stage, Repartitioning {
-    /// Event names per role (SPEC section 3).
+    /// Event names per role (wire format §3).
     public struct Roles: Decodable, Sendable {
         public var pageEnter = ["$AppViewScreen", "enter_view"]
         public var pageLeave = ["$AppPageLeave", "leave_view"]

@@ -2,7 +2,7 @@ import Foundation
 import MaidianKafka
 import XCTest
 
-/// SPEC section 5 "Failover" under a random schedule of failures: three workers of one group over the sample
+/// wire format §5 "Failover" under a random schedule of failures: three workers of one group over the sample
 /// traffic (arriving while they run) on a three-broker mock cluster; every 1-4 s a worker is killed with
 /// SIGKILL and started again, or a broker goes down for a few seconds after its partitions' leadership (and
 /// the group coordinator) moved to the others. Each kill costs the group a rebalance of about the session

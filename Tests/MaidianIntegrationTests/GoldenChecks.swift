@@ -1,10 +1,10 @@
 import Foundation
 import XCTest
 
-/// The checks of SPEC section 5's windowed outputs against `sample.expected.json`, shared by the golden and
+/// The checks of wire format §5's windowed outputs against `sample.expected.json`, shared by the golden and
 /// the chaos tests: `metrics.counts` (last value per key) equals `counts` and `dwell_agg`; `metrics.dwell`
 /// holds every `dwell_exact` record and each `dwell_loose` visit once, and nothing else (identical duplicates
-/// allowed, SPEC "Failover"); `crash.trails` equals `trails` (as a set).
+/// allowed, wire format §5 "Failover"); `crash.trails` equals `trails` (as a set).
 enum GoldenChecks {
     static func json(_ text: String) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [String: Any]

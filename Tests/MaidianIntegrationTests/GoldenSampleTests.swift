@@ -3,7 +3,7 @@ import Logging
 import MaidianKafka
 import XCTest
 
-/// The golden test of SPEC sections 1, 2 and 5 on the recorded sample traffic: an independent client loads
+/// The golden test of wire format §1, §2 and §5 on the recorded sample traffic: an independent client loads
 /// `sample.ndjson` into an 8-partition raw topic on the mock cluster, two workers of one group run with
 /// `--until-end`, and an independent client reads the outputs back.
 final class GoldenSampleTests: XCTestCase {
@@ -90,7 +90,7 @@ final class GoldenSampleTests: XCTestCase {
         }
         XCTAssertEqual(checked, samples.count)
 
-        // Action-rule matches: userDefined and pagePara values on the event (SPEC section 4).
+        // Action-rule matches: userDefined and pagePara values on the event (wire format §4).
         let matchedParams = expected["matched_params"] as! [String: [String: [String: Any]]]
         var paramMismatches = 0
         for (trackID, want) in matchedParams {

@@ -123,7 +123,7 @@ final class SampleCluster {
 
     /// The outputs against `sample.expected.json` and an uninterrupted run: the windowed outputs as in the
     /// golden test; the records on `events.enriched` and `events.dlq` as sets equal to those of one
-    /// uninterrupted run (SPEC "Failover": after a kill a record may be written again, identically), and as
+    /// uninterrupted run (wire format §5 "Failover": after a kill a record may be written again, identically), and as
     /// multisets (no duplicates) when `exact`.
     func check(exact: Bool, file: StaticString = #filePath, line: UInt = #line) throws {
         let expected = try Self.expectedAnswers()

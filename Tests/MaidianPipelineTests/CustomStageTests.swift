@@ -87,19 +87,20 @@ final class CustomStageTests: XCTestCase {
         append("[" + events.joined(separator: ",") + "]", to: &batch)
         try engine.process(&batch, output: &output)
 
-        func counts(_ r: Int, _ e: Int, _ d: Int, _ f: Int) -> StageCounts {
+        func counts(_ r: Int, _ e: Int, _ d: Int, _ f: Int, written: Int = 0) -> StageCounts {
             var c = StageCounts()
-            c.received = r; c.emitted = e; c.dropped = d; c.failed = f
+            c.received = r; c.emitted = e; c.dropped = d; c.failed = f; c.written = written
             return c
         }
         XCTAssertEqual(engine.counts, [
             counts(4, 3, 0, 1),  // validate
             counts(3, 2, 1, 0),  // drop_events
-            counts(2, 2, 0, 0),  // enriched
-            counts(2, 2, 0, 0),  // dead_letter
+            counts(2, 2, 0, 0, written: 2),  // enriched
+            counts(2, 2, 0, 0, written: 1),  // dead_letter: the event validate rejected
         ])
         XCTAssertEqual(engine.counters.map { "\($0.stage).\($0.counter.name)=\($0.counter.value)" }, ["drop_events.matched=1"])
         XCTAssertTrue(engine.summaryLines().contains("drop_events: received=3 emitted=2 dropped=1 failed=0"))
+        XCTAssertTrue(engine.summaryLines().contains("dead_letter: written=1 (of 2 live events seen)"), "an output's line says what it wrote")
 
         let topics = output.messages.map { output.topics[Int($0.topic)] }
         XCTAssertEqual(topics.filter { $0 == "events.enriched" }.count, 2)

@@ -378,9 +378,9 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(failed(d.failedRecords), ["bad_encoding": 1, "bad_json": 1, "not_array": 1])
         XCTAssertEqual(failed(d.failedEvents), ["not_object": 1, "bad_time": 1])
 
-        func c(_ received: Int, _ emitted: Int, dropped: Int = 0, failed: Int = 0) -> StageCounts {
+        func c(_ received: Int, _ emitted: Int, dropped: Int = 0, failed: Int = 0, written: Int = 0) -> StageCounts {
             var s = StageCounts()
-            s.received = received; s.emitted = emitted; s.dropped = dropped; s.failed = failed
+            s.received = received; s.emitted = emitted; s.dropped = dropped; s.failed = failed; s.written = written
             return s
         }
         // The not_object event was rejected while decoding: validate never sees it.
@@ -390,6 +390,11 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(engine.counts[3], c(5, 5), "record_presets")
         XCTAssertEqual(engine.counts[4], c(5, 5), "enriched")
         XCTAssertEqual(engine.counts[5], c(5, 5), "dead_letter")
+        // What the outputs wrote: the 5 live events; the 3 rejected records and 2 rejected events.
+        let position = { (kind: String) in try XCTUnwrap(engine.stageNames.firstIndex(of: kind)) }
+        XCTAssertEqual(engine.counts[try position("enriched")], c(5, 5, written: 5), "enriched output")
+        XCTAssertEqual(engine.counts[try position("dead_letter")], c(5, 5, written: 5), "dead_letter output")
+        XCTAssertTrue(engine.summaryLines().contains("dead_letter: written=5 (of 5 live events seen)"), "\(engine.summaryLines())")
         XCTAssertEqual(counter(engine, "dedup.duplicates"), 1)
         XCTAssertEqual(counter(engine, "calibrate_time.calibrated"), 1)
 

@@ -5,7 +5,7 @@ import XCTest
 @testable import MaidianRecording
 
 /// Decodes generated records the slow, obvious way (Foundation JSON: tests only) and classifies them
-/// per SPEC section 2.
+/// per wire format §2.
 private struct Classified {
     var reasons: [String: Int] = [:]
     var events: [[String: Any]] = []
@@ -99,6 +99,12 @@ final class TrafficGeneratorTests: XCTestCase {
         var out: [RecordingRecord] = []
         while let r = g.next() { out.append(r) }
         XCTAssertEqual(g.stats.records, out.count)
+        // "Events": every element of every good record's array, retried copies included (as the pipeline counts).
+        let c = Classified(out)
+        let recordLevel: Set<String> = ["bad_encoding", "bad_zstd", "too_large", "bad_json", "not_array"]
+        let elements = c.events.count + c.reasons.filter { !recordLevel.contains($0.key) }.map(\.value).reduce(0, +)
+        XCTAssertEqual(g.stats.events, elements, "gen's events are the elements of the good records")
+        XCTAssertGreaterThan(g.stats.retriedEvents, 0)
         return out
     }
 

@@ -127,7 +127,7 @@ final class RuleSetGeneratorTests: XCTestCase {
         }
     }
 
-    /// SPEC section 4, literally: every rule in file order, exact meaning the same UTF-8 bytes.
+    /// wire format §4, literally: every rule in file order, exact meaning the same UTF-8 bytes.
     static func ruleByRule(_ rules: RulesFile, _ singles: [RegexSet?], _ role: EventRole, _ f: EventFacts) -> [String] {
         func same(_ a: String?, _ b: String?) -> Bool {
             guard let a, let b else { return a == nil && b == nil }

@@ -21,7 +21,7 @@ final class MetricsTests: XCTestCase {
         spec.source.kafka["statistics.interval.ms"] = "200"
         let status = WorkerStatus()
         let registry = PrometheusCollectorRegistry()
-        let metrics = WorkerMetrics(status: status, factory: PrometheusMetricsFactory(registry: registry), logger: env.logger)
+        let metrics = WorkerMetrics(status: status, registry: registry, logger: env.logger)
         let bound = Mutex(0)
         let server = OpsServer(host: "127.0.0.1", port: 0, status: status, metrics: metrics, registry: registry, logger: env.logger) { port in
             bound.withLock { $0 = port }
@@ -69,8 +69,12 @@ final class MetricsTests: XCTestCase {
         XCTAssertEqual(first[#"maidian_dead_letters_total{reason="bad_encoding",level="record"}"#], 1)
         XCTAssertEqual(first[#"maidian_stage_received_total{stage="validate"}"#], 104, "99 good records, 5 of them with a retried event")
         XCTAssertEqual(first[#"maidian_stage_dropped_total{stage="dedup"}"#], 5)
-        XCTAssertEqual(first[#"maidian_stage_counter_total{stage="dedup",name="duplicates"}"#], 5, "a stage's own counter, exported generically")
+        XCTAssertEqual(first["maidian_dedup_duplicates_total"], 5, "a stage's own counter, exported generically under its own name")
         XCTAssertEqual(first[#"maidian_stage_emitted_total{stage="enriched"}"#], 99)
+        XCTAssertEqual(first[#"maidian_stage_written_total{stage="enriched"}"#], 99)
+        XCTAssertEqual(first.types["maidian_batch_duration_seconds"], "histogram")
+        XCTAssertGreaterThan(first["maidian_batch_duration_seconds_count", default: 0], 0, "every batch observed")
+        XCTAssertNotNil(first["maidian_event_time_lag_seconds"])
 
         // Batch 2: 200 more records; the counters move by exactly what was added.
         try env.produce(Self.records(100..<300, partitions: 2))
@@ -80,8 +84,9 @@ final class MetricsTests: XCTestCase {
         }
         XCTAssertEqual(second[#"maidian_dead_letters_total{reason="bad_encoding",level="record"}"#], 3)
         XCTAssertEqual(second[#"maidian_stage_received_total{stage="validate"}"#], 104 + 208)
-        XCTAssertEqual(second[#"maidian_stage_counter_total{stage="dedup",name="duplicates"}"#], 15)
+        XCTAssertEqual(second["maidian_dedup_duplicates_total"], 15)
         XCTAssertEqual(second[#"maidian_stage_emitted_total{stage="enriched"}"#], 99 + 198)
+        XCTAssertEqual(second[#"maidian_produced_records_total{topic="events.enriched"}"#], 99 + 198, "produced per topic: what the output wrote")
         XCTAssertEqual(second["maidian_events_total"], 104 + 208)
 
         // Lag per held partition, from librdkafka's statistics: 0 once everything is committed.

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import MaidianEvents
 import MaidianKafka
@@ -41,15 +42,15 @@ final class WorkerMetricsTests: XCTestCase {
         let status = WorkerStatus()
         status.attach(counters: engine.live, statistics: KafkaStatisticsSource(), topic: "events.raw")
         let prometheus = PrometheusCollectorRegistry()
-        let metrics = WorkerMetrics(status: status, factory: PrometheusMetricsFactory(registry: prometheus), logger: Logger(label: "test"))
+        let metrics = WorkerMetrics(status: status, registry: prometheus, logger: Logger(label: "test"))
 
         func scrape() -> [String: String] {
             metrics.update()
             var out: [String: String] = [:]
             for line in prometheus.emitToString().split(separator: "\n") {
-                if line.hasPrefix("# TYPE ") {
-                    let p = line.split(separator: " ")
-                    out["type " + p[2]] = String(p[3])
+                if line.hasPrefix("# TYPE ") || line.hasPrefix("# HELP ") {
+                    let p = line.split(separator: " ", maxSplits: 3)
+                    out[(line.hasPrefix("# TYPE ") ? "type " : "help ") + p[2]] = String(p[3])
                 } else if let space = line.lastIndex(of: " ") {
                     out[String(line[..<space])] = String(line[line.index(after: space)...])
                 }
@@ -58,10 +59,15 @@ final class WorkerMetricsTests: XCTestCase {
         }
 
         var m = scrape()
-        XCTAssertEqual(m[#"maidian_stage_gauge{stage="versioned",name="rules_version"}"#], "7.0")
-        XCTAssertEqual(m["type maidian_stage_gauge"], "gauge")
-        XCTAssertEqual(m[#"maidian_stage_counter_total{stage="versioned",name="reloads"}"#], "0")
-        XCTAssertEqual(m["type maidian_stage_counter_total"], "counter")
+        XCTAssertEqual(m["maidian_versioned_rules_version"], "7.0", "a stage's gauge: its own series")
+        XCTAssertEqual(m["type maidian_versioned_rules_version"], "gauge")
+        XCTAssertEqual(m["maidian_versioned_reloads_total"], "0", "a stage's counter: its own series")
+        XCTAssertEqual(m["type maidian_versioned_reloads_total"], "counter")
+        XCTAssertEqual(m["help maidian_versioned_reloads_total"], "Counter 'reloads' the versioned stage registered.")
+        XCTAssertEqual(m[#"maidian_build_info{version="\#(MaidianBuild.version)"}"#], "1.0")
+        let types = m.keys.filter { $0.hasPrefix("type ") }.map { String($0.dropFirst(5)) }
+        XCTAssertGreaterThan(types.count, 10)
+        for name in types { XCTAssertNotNil(m["help " + name], "no # HELP for \(name)") }
         XCTAssertEqual(m[#"maidian_stage_received_total{stage="validate#0"}"#], "0", "a repeated kind is told apart by position")
         XCTAssertEqual(m[#"maidian_stage_received_total{stage="validate#2"}"#], "0")
         XCTAssertEqual(m[#"maidian_stage_received_total{stage="versioned"}"#], "0")
@@ -95,15 +101,30 @@ final class WorkerMetricsTests: XCTestCase {
         XCTAssertEqual(m[#"maidian_stage_received_total{stage="validate#2"}"#], "2")
         XCTAssertEqual(m[#"maidian_dead_letters_total{reason="bad_distinct_id",level="event"}"#], "1")
         XCTAssertEqual(m[#"maidian_dead_letters_total{reason="bad_encoding",level="record"}"#], "1")
-        XCTAssertEqual(m[#"maidian_stage_counter_total{stage="versioned",name="reloads"}"#], "2")
+        XCTAssertEqual(m["maidian_versioned_reloads_total"], "2")
         for name in ["maidian_outputs_too_large_total", "maidian_outputs_dropped_total", "maidian_dead_letters_truncated_total"] {
             XCTAssertEqual(m[name], "0", name)
         }
-        XCTAssertEqual(m[#"maidian_stage_gauge{stage="versioned",name="rules_version"}"#], "3.0", "a gauge goes down too")
+        XCTAssertEqual(m["maidian_versioned_rules_version"], "3.0", "a gauge goes down too")
         XCTAssertEqual(m["maidian_partitions_assigned"], "3.0")
         XCTAssertEqual(m["maidian_commits_total"], "1")
         XCTAssertEqual(m["maidian_worker_ready"], "1.0")
         XCTAssertEqual(m["maidian_worker_live"], "1.0")
+
+        // A batch: its latency, its newest event time, what it produced.
+        let fiveSecondsAgo = Int64(Date().timeIntervalSince1970 * 1000) - 5000
+        status.batchDone(latency: .milliseconds(3), newestEventTime: fiveSecondsAgo, produced: [("events.enriched", 4), ("events.dlq", 1)])
+        status.batchDone(latency: .milliseconds(30), newestEventTime: fiveSecondsAgo - 60_000, produced: [("events.enriched", 2)])
+        m = scrape()
+        XCTAssertEqual(m["type maidian_batch_duration_seconds"], "histogram")
+        XCTAssertEqual(m["maidian_batch_duration_seconds_count"], "2")
+        XCTAssertEqual(m[#"maidian_batch_duration_seconds_bucket{le="0.005"}"#], "1")
+        XCTAssertEqual(m[#"maidian_batch_duration_seconds_bucket{le="0.05"}"#], "2")
+        XCTAssertEqual(m[#"maidian_produced_records_total{topic="events.enriched"}"#], "6")
+        XCTAssertEqual(m[#"maidian_produced_records_total{topic="events.dlq"}"#], "1")
+        let lag = try XCTUnwrap(Double(m["maidian_event_time_lag_seconds"] ?? ""))
+        XCTAssertGreaterThanOrEqual(lag, 5, "the newest event time counts, not the last batch's")
+        XCTAssertLessThan(lag, 60)
 
         versioned.add(5)
         engine.live.outputsTooLarge.add(2)
@@ -112,7 +133,7 @@ final class WorkerMetricsTests: XCTestCase {
         m = scrape()
         XCTAssertEqual(m["maidian_outputs_too_large_total"], "2")
         XCTAssertEqual(m["maidian_dead_letters_truncated_total"], "1")
-        XCTAssertEqual(m[#"maidian_stage_counter_total{stage="versioned",name="reloads"}"#], "7", "counters advance by what changed")
+        XCTAssertEqual(m["maidian_versioned_reloads_total"], "7", "counters advance by what changed")
         XCTAssertEqual(m["maidian_records_total"], "2", "no double counting between scrapes")
         XCTAssertEqual(m["maidian_worker_ready"], "0.0", "not ready once shutdown started")
     }

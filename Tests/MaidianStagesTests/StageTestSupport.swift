@@ -4,7 +4,7 @@ import MaidianEvents
 import MaidianPipeline
 @testable import MaidianStages
 
-/// A record for tests: value bytes plus the headers SPEC section 1 defines.
+/// A record for tests: value bytes plus the headers wire format §1 defines.
 struct TestRecord {
     var key: String? = "install-1"
     var value: [UInt8]

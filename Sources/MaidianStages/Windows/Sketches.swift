@@ -8,7 +8,7 @@ import Darwin
 /// HyperLogLog of 2^14 registers (standard error 0.81%). Both forms merge, so partial aggregates of
 /// different partitions and workers combine into the same answer in any order.
 public struct UserSet: Sendable, Equatable {
-    /// Above this many distinct users a set becomes a sketch (SPEC: exact below 1,000).
+    /// Above this many distinct users a set becomes a sketch (wire format §5: exact below 1,000).
     public static let exactLimit = 1000
     static let precision = 14
     static let registerCount = 1 << precision

@@ -4,7 +4,7 @@ import MaidianPipeline
 
 /// Merges the partial aggregates that every source partition's holder writes to the internal topic, and
 /// writes a `metrics.counts` record per key once every source partition's progress has passed the window:
-/// a count covers the whole raw topic whichever workers hold its partitions (SPEC section 5).
+/// a count covers the whole raw topic whichever workers hold its partitions (wire format §5).
 ///
 /// Its state is rebuilt by re-reading its internal partition from `replayFrom`: the oldest partial of a
 /// window not yet written and the latest progress message of each source partition.

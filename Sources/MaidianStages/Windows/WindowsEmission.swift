@@ -62,7 +62,7 @@ extension WindowsStage {
         }
     }
 
-    /// One event in event-time order: the pairing rules of SPEC section 5 and the crash trail.
+    /// One event in event-time order: the pairing rules of wire format §5 and the crash trail.
     private func apply(_ e: PendingEvent, _ st: PartitionWindows, record: Int32, output: inout OutputBuffer) {
         let u = e.user
         timeOut(st, u, now: e.time, record: record, output: &output)

@@ -425,7 +425,7 @@ extension WindowsStage {
         }
     }
 
-    /// `{$element_path}-{$element_type}({position})_[{content}]` (SPEC section 3) into `identifier`.
+    /// `{$element_path}-{$element_type}({position})_[{content}]` (wire format §3) into `identifier`.
     private func buildIdentifier(_ v: BatchView) {
         let found = finder.found
         identifier.removeAll(keepingCapacity: true)
