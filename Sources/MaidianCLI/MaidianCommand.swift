@@ -5,7 +5,7 @@ import MaidianPipeline
 import MaidianStages
 
 /// The whole `maidian` command line as a library, so a team's own executable can reuse every command
-/// (`run`, `replay`, `check`, `bench`, `bench-match`, `broker`, `gen`, `produce`, `record`, `peek`, `stages`, `rules`) with extra stages.
+/// (`run`, `replay`, `check`, `test`, `bench`, `bench-match`, `broker`, `gen`, `produce`, `record`, `peek`, `stages`, `rules`) with extra stages.
 ///
 /// A custom build's `main.swift`:
 ///
@@ -55,7 +55,7 @@ struct MaidianCommand: AsyncParsableCommand {
         abstract: "Stream processor for mobile-app analytics on Kafka.",
         subcommands: [
             RunCommand.self, ReplayCommand.self, CheckCommand.self, BenchCommand.self, BenchMatchCommand.self, BrokerCommand.self, GenCommand.self,
-            ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self, RulesCommand.self,
+            ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self, RulesCommand.self, TestCommand.self,
         ]
     )
 }
@@ -105,6 +105,9 @@ enum LoggingBootstrap {
 func loadPipeline(_ path: String, logger: Logger) throws -> (PipelineSpec, PipelineEngine) {
     do {
         let spec = try PipelineSpec.load(path: path)
+        let checker = PipelineCheck(registry: stageRegistry, logger: logger, kafkaProperty: kafkaPropertyProblem)
+        // librdkafka would reject these only once a client starts, without saying where they are written.
+        if let error = PipelineErrors.combined(checker.kafkaErrors(spec)) { throw error }
         return (spec, try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger))
     } catch {
         reportPipelineError(error)
