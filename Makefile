@@ -31,6 +31,7 @@ release: deps
 test: deps compose-check build-context-check deploy-check
 	$(SWIFT) build --build-tests
 	MAIDIAN_BIN=$$($(SWIFT) build --show-bin-path)/maidian $(SWIFT) test --skip-build
+	$$($(SWIFT) build --show-bin-path)/maidian test 'pipelines/tests/*.yaml'
 
 compose-check:
 	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml: ok"

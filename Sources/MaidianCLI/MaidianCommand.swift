@@ -6,7 +6,7 @@ import MaidianRuntime
 import MaidianStages
 
 /// The whole `maidian` command line as a library, so a team's own executable can reuse every command
-/// (`run`, `replay`, `check`, `bench`, `bench-match`, `broker`, `gen`, `produce`, `record`, `peek`, `stages`, `rules`) with extra stages.
+/// (`run`, `replay`, `check`, `test`, `bench`, `bench-match`, `broker`, `gen`, `produce`, `record`, `peek`, `stages`, `rules`) with extra stages.
 ///
 /// A custom build's `main.swift`:
 ///
@@ -57,7 +57,7 @@ struct MaidianCommand: AsyncParsableCommand {
         version: MaidianBuild.version,
         subcommands: [
             RunCommand.self, ReplayCommand.self, CheckCommand.self, BenchCommand.self, BenchMatchCommand.self, BrokerCommand.self, GenCommand.self,
-            ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self, RulesCommand.self,
+            ProduceCommand.self, RecordCommand.self, PeekCommand.self, StagesCommand.self, RulesCommand.self, TestCommand.self,
         ]
     )
 }
@@ -108,6 +108,9 @@ func loadPipeline(_ path: String, logger: Logger) throws -> (PipelineSpec, Pipel
     do {
         let spec = try PipelineSpec.load(path: path)
         try spec.requireOutputs()
+        let checker = PipelineCheck(registry: stageRegistry, logger: logger, kafkaProperty: kafkaPropertyProblem)
+        // librdkafka would reject these only once a client starts, without saying where they are written.
+        if let error = PipelineErrors.combined(checker.kafkaErrors(spec)) { throw error }
         return (spec, try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger))
     } catch {
         reportPipelineError(error)

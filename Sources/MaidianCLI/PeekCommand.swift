@@ -4,18 +4,23 @@ import Logging
 import MaidianEvents
 import MaidianKafka
 
-/// `maidian peek --brokers B TOPIC...`: reads what is on topics now and prints a summary a person reads at a glance.
+/// `maidian peek [--brokers B] [-X name=value] TOPIC...`: reads what is on topics now and prints a summary a person reads at a glance.
 struct PeekCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "peek", abstract: "Summarize the records currently on some topics.")
 
     @Argument(help: "Topics to read.") var topics: [String] = ["events.enriched", "events.dlq"]
-    @Option(help: "Bootstrap servers.") var brokers: String = ProcessInfo.processInfo.environment["MAIDIAN_BROKERS"] ?? "localhost:9092"
+    @Option(help: "Bootstrap servers (default: bootstrap.servers of -X/--kafka-config, else MAIDIAN_BROKERS).") var brokers: String?
     @Option(help: "Example records to print per topic.") var examples: Int = 1
+    @OptionGroup var kafka: KafkaOptions
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
         let logger = global.makeLogger("maidian.peek")
-        let consumer = try KafkaConsumer(config: ["bootstrap.servers": brokers, "group.id": "maidian-peek", "enable.auto.commit": "false"], logger: logger)
+        var config = try kafka.resolved()
+        config["bootstrap.servers"] = try KafkaOptions.brokers(brokers, config)
+        config["group.id"] = config["group.id"] ?? "maidian-peek"
+        config["enable.auto.commit"] = "false"
+        let consumer = try KafkaConsumer(config: config, logger: logger)
         for topic in topics {
             let n = try consumer.partitionCount(topic: topic, timeout: .seconds(10))
             var offsets: [TopicPartition: Int64] = [:]

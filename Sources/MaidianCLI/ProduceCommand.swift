@@ -4,7 +4,7 @@ import Logging
 import MaidianKafka
 import MaidianRecording
 
-/// `maidian produce RECORDING --brokers B [--topic T] [--rate R]`: writes a recording into a topic with its keys,
+/// `maidian produce RECORDING [--brokers B] [-X name=value] [--topic T] [--rate R]`: writes a recording into a topic with its keys,
 /// headers and timestamps.
 struct ProduceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -13,9 +13,10 @@ struct ProduceCommand: ParsableCommand {
         discussion: "Records go to partitions by key (murmur2, as the Java client). The file is streamed, not loaded whole.")
 
     @Argument(help: "Recording (.ndjson or .ndjson.zst).") var recording: String
-    @Option(help: "Bootstrap servers.") var brokers: String = ProcessInfo.processInfo.environment["MAIDIAN_BROKERS"] ?? "localhost:9092"
+    @Option(help: "Bootstrap servers (default: bootstrap.servers of -X/--kafka-config, else MAIDIAN_BROKERS).") var brokers: String?
     @Option(help: "Topic.") var topic: String = "events.raw"
     @Option(help: "Most records per second (default: as fast as the brokers take them).") var rate: Double?
+    @OptionGroup var kafka: KafkaOptions
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
@@ -24,7 +25,9 @@ struct ProduceCommand: ParsableCommand {
 
     func run() throws {
         let logger = global.makeLogger("maidian.produce")
-        let producer = try KafkaProducer(config: ["bootstrap.servers": brokers], logger: logger)
+        var config = try kafka.resolved()
+        config["bootstrap.servers"] = try KafkaOptions.brokers(brokers, config)
+        let producer = try KafkaProducer(config: config, logger: logger)
         var failed: KafkaError?
         var delivered = 0
         producer.onDelivery = { _, error in

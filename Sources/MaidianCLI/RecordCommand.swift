@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import MaidianRuntime
 
-/// `maidian record --brokers B --topic T --out FILE [--limit N]`: a topic's records into a recording.
+/// `maidian record [--brokers B] [-X name=value] --topic T --out FILE [--limit N]`: a topic's records into a recording.
 struct RecordCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
@@ -14,10 +14,11 @@ struct RecordCommand: ParsableCommand {
             `maidian produce` writes such a file back with the same keys, headers and timestamps.
             """)
 
-    @Option(help: "Bootstrap servers.") var brokers: String = ProcessInfo.processInfo.environment["MAIDIAN_BROKERS"] ?? "localhost:9092"
+    @Option(help: "Bootstrap servers (default: bootstrap.servers of -X/--kafka-config, else MAIDIAN_BROKERS).") var brokers: String?
     @Option(help: "Topic to record.") var topic: String = "events.raw"
     @Option(help: "Output file; compressed with zstd when it ends in .zst.") var out: String
     @Option(help: "Stop after this many records.") var limit: Int?
+    @OptionGroup var kafka: KafkaOptions
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
@@ -27,7 +28,9 @@ struct RecordCommand: ParsableCommand {
     func run() throws {
         let logger = global.makeLogger("maidian.record")
         let started = ContinuousClock.now
-        let summary = try TopicRecorder.record(bootstrap: brokers, topic: topic, to: out, limit: limit, logger: logger)
+        let properties = try kafka.resolved()
+        let bootstrap = try KafkaOptions.brokers(brokers, properties)
+        let summary = try TopicRecorder.record(bootstrap: bootstrap, topic: topic, to: out, limit: limit, kafka: properties, logger: logger)
         print("recorded \(summary.records) records from \(topic) (\(summary.partitions) partitions) -> \(out), "
               + "\(GenCommand.megabytes(summary.fileBytes)) MB in \(GenCommand.seconds((ContinuousClock.now - started).milliseconds)) s")
     }

@@ -31,6 +31,7 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "Serve Prometheus /metrics and /health on this port (as `run`).") var metricsPort: Int?
     @Option(help: "Progress display: auto (a bar when standard error is a terminal, else a log line every 10 s), bar, lines, off.")
     var progress: ProgressMode = .auto
+    @OptionGroup var kafka: KafkaOptions
     @OptionGroup var global: GlobalOptions
 
     func validate() throws {
@@ -47,9 +48,13 @@ struct ReplayCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = global.makeLogger("maidian")
         var (spec, engine) = try loadPipeline(pipeline, logger: logger)
+        let properties = try kafka.resolved()
+        spec.source.kafka.merge(properties) { _, commandLine in commandLine }
+        spec.producerKafka.merge(properties) { _, commandLine in commandLine }
+        if let b = properties["bootstrap.servers"] { spec.source.brokers = b }
         guard spec.source.brokers != "embedded" else {
             var stderr = StandardError()
-            print("replay needs the brokers that hold the history: set source.brokers (or MAIDIAN_BROKERS)", to: &stderr)
+            print("replay needs the brokers that hold the history: set source.brokers (or MAIDIAN_BROKERS, or -X bootstrap.servers)", to: &stderr)
             throw ExitCode(1)
         }
         if let partials = engine.repartitioning?.partialsTopic {

@@ -77,11 +77,12 @@ public struct KafkaError: Error, CustomStringConvertible {
         }
     }
 
-    /// `KafkaError.<code>: <message> [<rdkafka name> (<code>)]`.
+    /// `kafka <code> error: <message> [<rdkafka name> (<code>)]`: words for a person reading a log, no
+    /// Swift type names.
     public var description: String {
-        var text = "KafkaError.\(code): \(message)"
+        var text = "kafka \(code) error: \(message)"
         if let rdkafkaCode, let name = rdkafkaName { text += " [\(name) (\(rdkafkaCode))]" }
-        if let underlying { text += " (underlying: \(underlying))" }
+        if let underlying { text += " (caused by: \(underlying))" }
         return text
     }
 }

@@ -60,6 +60,19 @@ public final class PipelineEngine {
     /// The stage that repartitions through an internal topic, if any.
     public var repartitioning: (any Repartitioning)? { stages.lazy.compactMap { $0 as? any Repartitioning }.first }
 
+    /// A stage's error without location (a file it names cannot be read: `cannot read '.../rules.yaml'`)
+    /// gets the location of the stage's value it mentions (`rules: rules.yaml`), else of its `kind:`.
+    static func locate(_ error: PipelineError, in stage: StageSpec) -> PipelineError {
+        guard error.location == nil else { return error }
+        var e = error
+        let mentioned = (stage.node.entries ?? []).filter { entry in
+            guard let text = entry.value.string, text.count >= 3 else { return false }
+            return error.message.contains(text)
+        }
+        e.location = mentioned.max { $0.value.string!.count < $1.value.string!.count }?.value.location ?? stage.kindLocation
+        return e
+    }
+
     /// Builds every stage of the spec. Errors carry the stage's YAML location.
     public init(spec: PipelineSpec, registry: StageRegistry, logger: Logger) throws {
         self.spec = spec
@@ -85,11 +98,12 @@ public final class PipelineEngine {
                 names.append(s.kind)
                 for c in context.counters { counters.append((s.kind, c)) }
             } catch let e as PipelineError {
-                errors.append(e)
+                errors.append(Self.locate(e, in: s))
             } catch let e as PipelineErrors {
-                errors.append(contentsOf: e.errors)
+                errors.append(contentsOf: e.errors.map { Self.locate($0, in: s) })
             } catch {
-                errors.append(PipelineError(code: .invalid, message: "stage '\(s.kind)': \(error)", location: s.kindLocation, underlying: error))
+                errors.append(Self.locate(
+                    PipelineError(code: .invalid, message: "stage '\(s.kind)': \(error)", underlying: error), in: s))
             }
         }
         if errors.count == 1 { throw errors[0] }

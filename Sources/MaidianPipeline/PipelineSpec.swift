@@ -21,22 +21,53 @@ public struct PipelineSpec: Sendable {
     public var metrics: MetricsSpec?
     /// Where the file says `outputs:` (else its start), for ``requireOutputs()``.
     public var outputsLocation: SourceLocation
+    /// `producer.kafka:` as written, for locating problems with its properties.
+    public var producerKafkaNode: ConfigNode?
 
     /// Reads and checks the structure of a pipeline file (stage configs are checked when the engine is built).
     public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PipelineSpec {
         let root = try ConfigDocument.load(path: path, environment: environment)
-        return try from(root, file: path)
+        return try from(root, file: path, environment: environment)
     }
 
     /// Parses pipeline YAML text (tests, embedded pipelines).
     public static func parse(yaml: String, file: String = "pipeline.yaml", environment: [String: String] = [:]) throws -> PipelineSpec {
         let root = try ConfigDocument.parse(yaml: yaml, file: file, environment: environment)
-        return try from(root, file: file)
+        return try from(root, file: file, environment: environment)
     }
 
-    static func from(_ root: ConfigNode, file: String) throws -> PipelineSpec {
-        let top: PipelineFile = try root.decode(PipelineFile.self)
+    static func from(_ root: ConfigNode, file: String, environment: [String: String] = [:]) throws -> PipelineSpec {
+        let (spec, errors) = collecting(root, file: file, environment: environment)
+        if let error = PipelineErrors.combined(errors) { throw error }
+        return spec!
+    }
+
+    /// Reads a pipeline file as far as it can, for `maidian check`: the spec (`nil` when the file cannot
+    /// be parsed; with defaults where there are errors) and every problem found, sorted by location.
+    public static func lint(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> (spec: PipelineSpec?, errors: [PipelineError]) {
+        do {
+            let (root, documentErrors) = try ConfigDocument.loadCollecting(path: path, environment: environment)
+            if root.isNull { return (nil, [emptyFileError(root)]) }
+            let (spec, errors) = collecting(root, file: path, environment: environment)
+            return (spec, PipelineErrors.sortedUnique(documentErrors + errors))
+        } catch {
+            return (nil, PipelineErrors.flatten(error))
+        }
+    }
+
+    static func emptyFileError(_ root: ConfigNode) -> PipelineError {
+        PipelineError(
+            code: .invalid, message: "the file is empty", location: root.location,
+            hint: "a pipeline has at least 'source:', 'stages:' and 'outputs:'; see pipelines/app-analytics.yaml")
+    }
+
+    static func collecting(_ root: ConfigNode, file: String, environment: [String: String]) -> (PipelineSpec?, [PipelineError]) {
         var errors: [PipelineError] = []
+        if root.isNull { errors.append(emptyFileError(root)) }
+        let decoded = ConfigDecoder(userInfo: [SecuritySpec.environmentKey: environment])
+            .decodeCollecting(PipelineFile.self, from: root)
+        errors += decoded.errors
+        let top = decoded.value ?? PipelineFile()
         func stageSpecs(_ nodes: [ConfigNode]) -> [StageSpec] {
             nodes.compactMap { node in
                 guard node.isMapping else {
@@ -52,14 +83,39 @@ public struct PipelineSpec: Sendable {
         }
         let stages = stageSpecs(top.stages ?? [])
         let outputs = stageSpecs(top.outputs ?? [])
-        if errors.count == 1 { throw errors[0] }
-        if !errors.isEmpty { throw PipelineErrors(errors) }
         let dir = (file as NSString).deletingLastPathComponent
-        return PipelineSpec(
+        var source = top.source ?? SourceSpec()
+        // The producer reaches the same cluster as the consumer unless it says otherwise.
+        let producerSecurity = top.producer?.security ?? source.security
+        var producerKafka = top.producer?.kafka ?? [:]
+        if let security = source.security {
+            errors += security.checkFiles(baseDirectory: dir)
+            source.kafka.merge(security.properties(baseDirectory: dir)) { written, _ in written }
+        }
+        if let security = producerSecurity {
+            if top.producer?.security != nil { errors += security.checkFiles(baseDirectory: dir) }
+            producerKafka.merge(security.properties(baseDirectory: dir)) { written, _ in written }
+        }
+        let spec = PipelineSpec(
             name: top.name ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension,
-            file: file, baseDirectory: dir, source: top.source ?? SourceSpec(), stages: stages, outputs: outputs,
-            producerKafka: top.producer?.kafka ?? [:], metrics: top.metrics,
-            outputsLocation: root.location(ofKey: "outputs") ?? SourceLocation(file: file, line: 1, column: 1))
+            file: file, baseDirectory: dir, source: source, stages: stages, outputs: outputs,
+            producerKafka: producerKafka, metrics: top.metrics,
+            outputsLocation: root.location(ofKey: "outputs") ?? SourceLocation(file: file, line: 1, column: 1),
+            producerKafkaNode: top.producer?.kafkaNode)
+        return (spec, PipelineErrors.sortedUnique(errors))
+    }
+
+    /// Every librdkafka property the file sets in `source.kafka` and `producer.kafka`, with where it is
+    /// written, for checking names and values (`maidian check`).
+    public var writtenKafkaProperties: [WrittenKafkaProperty] {
+        func from(_ node: ConfigNode?, _ client: WrittenKafkaProperty.Client) -> [WrittenKafkaProperty] {
+            (node?.entries ?? []).compactMap { e in
+                guard let value = e.value.string else { return nil }
+                return WrittenKafkaProperty(
+                    client: client, name: e.key, value: value, nameLocation: e.keyLocation, valueLocation: e.value.location)
+            }
+        }
+        return from(source.kafkaNode, .consumer) + from(producerKafkaNode, .producer)
     }
 
     /// Refuses a pipeline without outputs: it would run and write nothing, not even dead letters. `check`,
@@ -110,11 +166,18 @@ public struct SourceSpec: Decodable, Sendable {
     /// (the group would not evict it: librdkafka keeps heartbeating). See docs/recovery.md.
     public var livenessTimeout: ConfigDuration = ConfigDuration(milliseconds: 120_000)
     public var limits: RecordLimits = RecordLimits()
-    /// Extra librdkafka consumer properties (they win over Maidian's).
+    /// Extra librdkafka consumer properties (they win over Maidian's). After loading, the properties of
+    /// `security:` are in here too (under the ones written in `kafka:`).
     public var kafka: [String: String] = [:]
+    /// `security:`: how to reach a secured cluster (TLS, SASL).
+    public var security: SecuritySpec?
+    /// `kafka:` as written, for locating problems with its properties.
+    public var kafkaNode: ConfigNode?
+    /// Where `session_timeout` is written, if it is.
+    public var sessionTimeoutLocation: SourceLocation?
 
     enum CodingKeys: String, CodingKey {
-        case brokers, topic, group, partitions, limits, kafka
+        case brokers, topic, group, partitions, limits, kafka, security
         case sessionTimeout = "session_timeout", maxBatch = "max_batch", livenessTimeout = "liveness_timeout"
     }
 
@@ -127,13 +190,18 @@ public struct SourceSpec: Decodable, Sendable {
         group = try c.decodeIfPresent(String.self, forKey: .group) ?? group
         partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
         sessionTimeout = try c.decodeIfPresent(ConfigDuration.self, forKey: .sessionTimeout) ?? sessionTimeout
+        sessionTimeoutLocation = c.contains(.sessionTimeout) ? decoder.configLocation(forKey: CodingKeys.sessionTimeout) : nil
         maxBatch = try c.decodeIfPresent(Int.self, forKey: .maxBatch) ?? maxBatch
         livenessTimeout = try c.decodeIfPresent(ConfigDuration.self, forKey: .livenessTimeout) ?? livenessTimeout
         limits = try c.decodeIfPresent(LimitsSpec.self, forKey: .limits)?.limits ?? limits
         kafka = try c.decodeIfPresent([String: String].self, forKey: .kafka) ?? kafka
-        if partitions < 1 { throw PipelineError(code: .badValue, message: "partitions must be at least 1") }
-        if maxBatch < 1 { throw PipelineError(code: .badValue, message: "max_batch must be at least 1") }
-        if livenessTimeout.milliseconds <= 0 { throw PipelineError(code: .badValue, message: "liveness_timeout must be positive") }
+        security = try c.decodeIfPresent(SecuritySpec.self, forKey: .security)
+        kafkaNode = decoder.configNode?["kafka"]
+        if partitions < 1 { try decoder.report(decoder.fail("partitions must be at least 1", forKey: CodingKeys.partitions, code: .badValue)) }
+        if maxBatch < 1 { try decoder.report(decoder.fail("max_batch must be at least 1", forKey: CodingKeys.maxBatch, code: .badValue)) }
+        if livenessTimeout.milliseconds <= 0 {
+            try decoder.report(decoder.fail("liveness_timeout must be positive", forKey: CodingKeys.livenessTimeout, code: .badValue))
+        }
     }
 }
 
@@ -163,6 +231,28 @@ struct LimitsSpec: Decodable {
 /// `producer:`.
 struct ProducerSpec: Decodable {
     var kafka: [String: String]?
+    var security: SecuritySpec?
+    var kafkaNode: ConfigNode?
+
+    enum CodingKeys: String, CodingKey { case kafka, security }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        kafka = try c.decodeIfPresent([String: String].self, forKey: .kafka)
+        security = try c.decodeIfPresent(SecuritySpec.self, forKey: .security)
+        kafkaNode = decoder.configNode?["kafka"]
+    }
+}
+
+/// One librdkafka property written in a pipeline file.
+public struct WrittenKafkaProperty: Sendable {
+    /// Which client gets it.
+    public enum Client: String, Sendable { case consumer, producer }
+    public var client: Client
+    public var name: String
+    public var value: String
+    public var nameLocation: SourceLocation
+    public var valueLocation: SourceLocation
 }
 
 /// The top level of a pipeline file.
@@ -200,6 +290,8 @@ public struct MetricsSpec: Decodable, Sendable {
         port = try c.decode(Int.self, forKey: .port)
         host = try c.decodeIfPresent(String.self, forKey: .host) ?? host
         statisticsInterval = try c.decodeIfPresent(ConfigDuration.self, forKey: .statisticsInterval) ?? statisticsInterval
-        if !(0...65535).contains(port) { throw PipelineError(code: .badValue, message: "metrics.port must be in 0...65535") }
+        if !(0...65535).contains(port) {
+            try decoder.report(decoder.fail("metrics.port must be in 0...65535", forKey: CodingKeys.port, code: .badValue))
+        }
     }
 }

@@ -285,7 +285,8 @@ final class ConfigDecoderTests: XCTestCase {
         let lines = errorLines {
             _ = try decode(SourceConfig.self, "topc: orders\npartitions: 8\n")
         }
-        XCTAssertEqual(lines, ["pipelines/x.yaml:1:1: missing key 'topic' (is 'topc' at 1:1 a misspelling?)"])
+        // The misspelling is the problem; the missing key is its consequence and is not reported.
+        XCTAssertEqual(lines, ["pipelines/x.yaml:1:1: unknown key 'topc' (did you mean 'topic'?)"])
     }
 
     func testTypeMismatchIsReportedAtTheValue() {
@@ -396,8 +397,8 @@ final class ConfigDecoderTests: XCTestCase {
         XCTAssertEqual(tab.first?.location, SourceLocation(file: "pipelines/x.yaml", line: 2, column: 1))
         XCTAssertEqual(
             tab.first?.description,
-            "pipelines/x.yaml:2:1: YAML syntax error: found character that cannot start any token"
-                + " (while scanning for the next token)")
+            "pipelines/x.yaml:2:1: YAML syntax error: found character that cannot start any token: a tab character"
+                + " (YAML does not allow tabs for indentation; indent with spaces)")
     }
 
     func testMoreThanOneDocumentIsAnError() {

@@ -167,7 +167,7 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(set.statisticsInterval, .seconds(1))
         XCTAssertEqual(errors("metrics:\n  port: 9464\n  hots: x\n"), ["t.yaml:3:3: unknown key 'hots' (did you mean 'host'?)"])
         XCTAssertEqual(errors("metrics:\n  host: x\n").count, 1, "port is required")
-        XCTAssertEqual(errors("metrics:\n  port: 70000\n"), ["t.yaml:2:3: metrics.port must be in 0...65535"])
+        XCTAssertEqual(errors("metrics:\n  port: 70000\n"), ["t.yaml:2:9: metrics.port must be in 0...65535"])
     }
 
     // MARK: - Errors, each with its exact location
@@ -256,10 +256,12 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(codes("source: {topic: [a\n"), [.yamlSyntax])
     }
 
-    func testRangeChecksCarryTheLocationOfTheirMapping() {
-        // Thrown by SourceSpec.init without a location: the decoder places it at the `source` mapping.
-        XCTAssertEqual(errors("name: t\nsource:\n  partitions: 0\n"), ["t.yaml:3:3: partitions must be at least 1"])
-        XCTAssertEqual(errors("stages:\n  - kind: dedup\n    window: 0s\n"), ["t.yaml:2:5: window must be positive"])
+    func testRangeChecksAreLocatedAtTheValue() {
+        // Reported by SourceSpec.init at the key's value.
+        XCTAssertEqual(errors("name: t\nsource:\n  partitions: 0\n"), ["t.yaml:3:15: partitions must be at least 1"])
+        XCTAssertEqual(errors("name: t\nsource:\n  max_batch: 0\n"), ["t.yaml:3:14: max_batch must be at least 1"])
+        // Thrown by a stage's Config without a location, naming the key first: placed at that key's value.
+        XCTAssertEqual(errors("stages:\n  - kind: dedup\n    window: 0s\n"), ["t.yaml:3:13: window must be positive"])
     }
 
     func testMissingKind() {
@@ -287,6 +289,7 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(errors(structure), [
             "t.yaml:4:3: unknown key 'grop' (did you mean 'group'?)",
             "t.yaml:5:1: unknown key 'sinks' (valid keys: name, source, stages, outputs, producer, metrics)",
+            "t.yaml:8:5: missing key 'kind' (every stage names its kind, e.g. 'kind: validate')",
         ])
         XCTAssertThrowsError(try PipelineSpec.parse(yaml: structure, file: "t.yaml")) { error in
             XCTAssertTrue(error is PipelineErrors, "\(type(of: error))")

@@ -37,6 +37,21 @@ public struct ConfigDecoder: Sendable {
         return try session.run(type, root: node)
     }
 
+    /// Decodes `type` from `node` as far as possible, for a linter: the value (`nil` when a required part
+    /// could not be decoded) and every problem found, sorted by location. A value returned together with
+    /// errors holds defaults where the errors are.
+    public func decodeCollecting<T: Decodable>(
+        _ type: T.Type, from node: ConfigNode, ignoringKeys: Set<String> = []
+    ) -> (value: T?, errors: [PipelineError]) {
+        let session = DecodingSession(ignoringRootKeys: ignoringKeys, userInfo: userInfo)
+        do {
+            let value = try session.run(type, root: node, throwingReported: false)
+            return (value, PipelineErrors.sortedUnique(session.finalErrors(thrown: [])))
+        } catch {
+            return (nil, PipelineErrors.sortedUnique(PipelineErrors.flatten(error)))
+        }
+    }
+
     /// Parses `yaml` (see ``ConfigDocument/parse(yaml:file:environment:)``) and decodes `type` from it.
     public func decode<T: Decodable>(
         _ type: T.Type, yaml: String, file: String,
@@ -77,6 +92,17 @@ extension Decoder {
         PipelineError(code: code, message: message, location: configLocation, hint: hint)
     }
 
+    /// Records a problem and lets decoding go on, so that one pass finds every problem of a file: with
+    /// ``ConfigDecoder`` the error is thrown, together with all others, when the whole decode ends;
+    /// elsewhere it is thrown at once. For checks whose failure leaves a usable value behind
+    /// (`max_batch: 0`): `try decoder.report(decoder.fail("...", forKey: CodingKeys.maxBatch))`.
+    public func report(_ error: PipelineError) throws {
+        guard let decoder = self as? NodeDecoder else { throw error }
+        var error = error
+        if error.location == nil { error.location = decoder.node.location }
+        decoder.session.reported.append(error)
+    }
+
     /// An error located at the value of `key` in the mapping being decoded (at the mapping if absent).
     public func fail(
         _ message: String, forKey key: some CodingKey, hint: String? = nil, code: PipelineError.Code = .invalid
@@ -98,6 +124,9 @@ final class DecodingSession {
         var requestedSet: Set<String> = []
         /// The `init(from:)` that opened it returned normally (its key set is final).
         var complete = false
+        /// It was opened by an `init(from:)` that threw (its key set may be partial even if an enclosing
+        /// `init(from:)` went on and completed).
+        var failed = false
     }
 
     let ignoringRootKeys: Set<String>
@@ -108,22 +137,34 @@ final class DecodingSession {
     var deferred: Set<Path> = []
     /// For each `init(from:)` in progress, the mappings opened during it.
     var frames: [[Path]] = [[]]
+    /// Problems recorded without stopping (``Swift/Decoder/report(_:)``, failed optional keys, list
+    /// elements and dictionary values), thrown when the decode ends.
+    var reported: [PipelineError] = []
 
     init(ignoringRootKeys: Set<String>, userInfo: [CodingUserInfoKey: any Sendable]) {
         self.ignoringRootKeys = ignoringRootKeys
         self.userInfo = userInfo
     }
 
-    func run<T: Decodable>(_ type: T.Type, root: ConfigNode) throws -> T {
+    func run<T: Decodable>(_ type: T.Type, root: ConfigNode, throwingReported: Bool = true) throws -> T {
         let value: T
         do {
             value = try unbox(type, node: root, path: [], codingPath: [])
         } catch {
-            let errors = PipelineErrors.flatten(error) + unknownKeyErrors(includeIncomplete: false)
-            throw PipelineErrors.combined(errors)!
+            throw PipelineErrors.combined(finalErrors(thrown: PipelineErrors.flatten(error)))!
         }
-        if let error = PipelineErrors.combined(unknownKeyErrors(includeIncomplete: true)) { throw error }
+        if throwingReported, let error = PipelineErrors.combined(finalErrors(thrown: [])) { throw error }
         return value
+    }
+
+    /// Everything wrong with the document: `thrown` and the reported problems, plus the unknown keys.
+    func finalErrors(thrown: [PipelineError]) -> [PipelineError] {
+        let unknown = unknownKeys()
+        // A mapping with a misspelled key fails for the key it lacks ("needs 'screen' or 'page_path'"
+        // next to 'scren'): the misspelling is the problem to report, not its consequence.
+        let misspelt = Set(unknown.filter(\.nearAbsent).map(\.owner))
+        let kept = (thrown + reported).filter { !($0.code == .missingKey && $0.location.map(misspelt.contains) == true) }
+        return kept + unknown.map(\.error)
     }
 
     // MARK: Key tracking
@@ -142,28 +183,42 @@ final class DecodingSession {
         records[path] = record
     }
 
-    func unknownKeyErrors(includeIncomplete: Bool) -> [PipelineError] {
-        var errors: [PipelineError] = []
+    struct UnknownKey {
+        var error: PipelineError
+        /// The mapping's location.
+        var owner: SourceLocation
+        /// The key is near a key that was asked for and is absent.
+        var nearAbsent: Bool
+    }
+
+    /// The unknown keys of every mapping the types opened. A mapping whose `init(from:)` did not finish
+    /// may not have asked for all its keys yet: of its keys only those near a key that was asked for and
+    /// is absent (`scren` for `screen`) are reported, as typos whatever the rest of the type would ask.
+    func unknownKeys() -> [UnknownKey] {
+        var errors: [UnknownKey] = []
         for path in order {
-            guard let record = records[path], includeIncomplete || record.complete, !deferred.contains(path),
-                  let entries = record.node.entries
+            guard let record = records[path], !deferred.contains(path), let entries = record.node.entries
             else { continue }
+            let finished = record.complete && !record.failed
             let ignored = path.isEmpty ? ignoringRootKeys.sorted() : []
             let present = Set(entries.map(\.key))
             let valid = ignored + record.requested
             for entry in entries where !record.requestedSet.contains(entry.key) && !ignored.contains(entry.key) {
                 let absent = valid.filter { !present.contains($0) }
                 let hint: String
-                if let match = Spelling.closest(to: entry.key, among: absent)
-                    ?? Spelling.closest(to: entry.key, among: valid) {
+                let nearAbsent = Spelling.closest(to: entry.key, among: absent)
+                if let match = nearAbsent ?? Spelling.closest(to: entry.key, among: valid) {
                     hint = "did you mean '\(match)'?"
                 } else if valid.isEmpty {
                     hint = "no keys are expected here"
                 } else {
                     hint = "valid keys: " + valid.joined(separator: ", ")
                 }
-                errors.append(PipelineError(
-                    code: .unknownKey, message: "unknown key '\(entry.key)'", location: entry.keyLocation, hint: hint))
+                if !finished && nearAbsent == nil { continue }
+                errors.append(UnknownKey(
+                    error: PipelineError(
+                        code: .unknownKey, message: "unknown key '\(entry.key)'", location: entry.keyLocation, hint: hint),
+                    owner: record.node.location, nearAbsent: nearAbsent != nil))
             }
         }
         return errors
@@ -177,6 +232,9 @@ final class DecodingSession {
             return node as! T
         }
         if let value = try primitive(type, node: node, codingPath: codingPath) { return value }
+        if let collecting = T.self as? any CollectingDecodable.Type {
+            return try collecting.decodeCollecting(self, node: node, path: path, codingPath: codingPath) as! T
+        }
         frames.append([])
         do {
             let value = try T(from: NodeDecoder(session: self, node: node, path: path, codingPath: codingPath))
@@ -184,6 +242,7 @@ final class DecodingSession {
             return value
         } catch {
             let opened = frames.removeLast()
+            for p in opened { records[p]?.failed = true }
             frames[frames.count - 1].append(contentsOf: opened)
             throw localize(error, type: T.self, node: node, codingPath: codingPath)
         }
@@ -288,7 +347,7 @@ final class DecodingSession {
     func localize<T>(_ error: any Error, type: T.Type, node: ConfigNode, codingPath: [any CodingKey]) -> any Error {
         switch error {
         case var e as PipelineError:
-            if e.location == nil { e.location = node.location }
+            if e.location == nil { e.location = Self.valueLocation(mentionedBy: e.message, in: node) ?? node.location }
             return e
         case let e as PipelineErrors:
             return e
@@ -323,6 +382,15 @@ final class DecodingSession {
             return PipelineError(
                 code: .invalid, message: "invalid value\(forKey): \(error)", location: node.location, underlying: error)
         }
+    }
+
+    /// A check in `init(from:)` that throws without a location usually names the key it is about first
+    /// (`max_string_bytes must be at least 1`): the error belongs at that key's value, not at the mapping.
+    static func valueLocation(mentionedBy message: String, in node: ConfigNode) -> SourceLocation? {
+        guard let entries = node.entries else { return nil }
+        let first = message.prefix { $0 != " " && $0 != ":" }.trimmingCharacters(in: CharacterSet(charactersIn: "'`"))
+        let key = first.split(separator: ".").last.map(String.init) ?? first
+        return entries.first { $0.key == key }?.value.location
     }
 
     static func caseNames<E: CaseIterable & RawRepresentable>(_ type: E.Type) -> [String] {
@@ -444,6 +512,35 @@ struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         guard let i = index[key.stringValue] else { return true }
         return entries[i].value.isNull
     }
+
+    /// An optional key whose value is wrong is reported (``DecodingSession/reported``) and reads as absent,
+    /// so that decoding goes on and finds the file's other problems in the same pass.
+    private func optional<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T? {
+        session.request(key.stringValue, at: decoder.path)
+        guard let i = index[key.stringValue], !entries[i].value.isNull else { return nil }
+        do {
+            return try value(type, key)
+        } catch {
+            session.reported.append(contentsOf: PipelineErrors.flatten(error))
+            return nil
+        }
+    }
+
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try optional(type, key) }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try optional(type, key) }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try optional(type, key) }
+    func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? { try optional(type, key) }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try optional(type, key) }
+    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try optional(type, key) }
+    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? { try optional(type, key) }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try optional(type, key) }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try optional(type, key) }
+    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try optional(type, key) }
+    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try optional(type, key) }
+    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try optional(type, key) }
+    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try optional(type, key) }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try optional(type, key) }
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? { try optional(type, key) }
 
     func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try value(type, key) }
     func decode(_ type: String.Type, forKey key: Key) throws -> String { try value(type, key) }
@@ -592,4 +689,65 @@ struct SingleValueContainer: SingleValueDecodingContainer {
     func decode(_ type: UInt32.Type) throws -> UInt32 { try value(type) }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try value(type) }
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try value(type) }
+}
+
+// MARK: - Collecting containers
+
+/// Lists and string-keyed dictionaries decode every element even when some fail, and throw all the
+/// elements' problems together: `maidian check` reports every bad stage rule or property in one pass.
+protocol CollectingDecodable {
+    static func decodeCollecting(
+        _ session: DecodingSession, node: ConfigNode, path: DecodingSession.Path, codingPath: [any CodingKey]
+    ) throws -> Any
+}
+
+extension Array: CollectingDecodable where Element: Decodable {
+    static func decodeCollecting(
+        _ session: DecodingSession, node: ConfigNode, path: DecodingSession.Path, codingPath: [any CodingKey]
+    ) throws -> Any {
+        let elements: [ConfigNode]
+        switch node.content {
+        case let .sequence(nodes): elements = nodes
+        case .scalar where node.isNull: elements = []
+        default: throw session.mismatch(expected: "a list", node: node, codingPath: codingPath)
+        }
+        var values: [Element] = []
+        var errors: [PipelineError] = []
+        for (i, element) in elements.enumerated() {
+            do {
+                values.append(try session.unbox(
+                    Element.self, node: element, path: path + [i], codingPath: codingPath + [IndexKey(i)]))
+            } catch {
+                errors.append(contentsOf: PipelineErrors.flatten(error))
+            }
+        }
+        if let error = PipelineErrors.combined(errors) { throw error }
+        return values
+    }
+}
+
+extension Dictionary: CollectingDecodable where Key == String, Value: Decodable {
+    static func decodeCollecting(
+        _ session: DecodingSession, node: ConfigNode, path: DecodingSession.Path, codingPath: [any CodingKey]
+    ) throws -> Any {
+        let entries: [ConfigNode.Entry]
+        switch node.content {
+        case let .mapping(e, _): entries = e
+        case .scalar where node.isNull: entries = []
+        default: throw session.mismatch(expected: "a mapping", node: node, codingPath: codingPath)
+        }
+        // Every key of a dictionary is known: the mapping is not tracked for unknown keys.
+        var values: [String: Value] = [:]
+        var errors: [PipelineError] = []
+        for (i, entry) in entries.enumerated() {
+            do {
+                values[entry.key] = try session.unbox(
+                    Value.self, node: entry.value, path: path + [i], codingPath: codingPath + [NameKey(entry.key)])
+            } catch {
+                errors.append(contentsOf: PipelineErrors.flatten(error))
+            }
+        }
+        if let error = PipelineErrors.combined(errors) { throw error }
+        return values
+    }
 }

@@ -15,6 +15,19 @@ public enum ConfigDocument {
     public static func load(
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> ConfigNode {
+        try parse(yaml: read(path: path), file: path, environment: environment)
+    }
+
+    /// Reads and parses the file at `path` as far as it can, for a linter: the tree and the problems that
+    /// leave one behind (duplicate keys, unset variables: their values stay as written). Throws when there
+    /// is no tree (unreadable file, YAML syntax error).
+    public static func loadCollecting(
+        path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> (node: ConfigNode, errors: [PipelineError]) {
+        try parseCollecting(yaml: read(path: path), file: path, environment: environment)
+    }
+
+    static func read(path: String) throws -> String {
         let text: String
         do {
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -28,7 +41,7 @@ public enum ConfigDocument {
             let reason = (error as NSError).localizedFailureReason ?? error.localizedDescription
             throw PipelineError(code: .io, message: "cannot read '\(path)': \(reason)", underlying: error)
         }
-        return try parse(yaml: text, file: path, environment: environment)
+        return text
     }
 
     /// Parses YAML text; `file` is the name used in locations.
@@ -39,21 +52,48 @@ public enum ConfigDocument {
     public static func parse(
         yaml: String, file: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> ConfigNode {
+        let (node, errors) = try parseCollecting(yaml: yaml, file: file, environment: environment)
+        if let error = PipelineErrors.combined(errors) { throw error }
+        return node
+    }
+
+    /// Parses YAML text as far as it can (see ``loadCollecting(path:environment:)``).
+    public static func parseCollecting(
+        yaml: String, file: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> (node: ConfigNode, errors: [PipelineError]) {
         // Before composing: Yams recurses once per nesting level and expands aliases into copies.
         try YAMLLimits.default.check(yaml, file: file)
         let root: Yams.Node?
         do {
             root = try Yams.compose(yaml: yaml)
         } catch let e as YamlError {
-            throw syntaxError(e, file: file)
+            throw explainTabs(syntaxError(e, file: file), source: yaml)
         } catch {
             throw PipelineError(code: .yamlSyntax, message: "YAML error: \(error)", underlying: error)
         }
         var builder = Builder(file: file, source: yaml, environment: environment)
-        guard let root else { return .null(at: SourceLocation(file: file, line: 1, column: 1)) }
+        guard let root else { return (.null(at: SourceLocation(file: file, line: 1, column: 1)), []) }
         let node = builder.convert(root, isKey: false)
-        if let error = PipelineErrors.combined(builder.errors) { throw error }
-        return node
+        return (node, builder.errors)
+    }
+
+    /// libyaml's messages ("found character that cannot start any token") do not say that the character
+    /// is a tab, the usual cause: when a tab is on the error's line or just above it, the error says so
+    /// and points at the tab.
+    static func explainTabs(_ error: PipelineError, source: String) -> PipelineError {
+        guard let location = error.location else { return error }
+        let lines = source.split(separator: "\n", omittingEmptySubsequences: false)
+        for lineNumber in [location.line, location.line - 1] where lineNumber >= 1 && lineNumber <= lines.count {
+            let line = lines[lineNumber - 1]
+            guard let tab = line.unicodeScalars.firstIndex(of: "\t") else { continue }
+            let column = line.unicodeScalars.distance(from: line.unicodeScalars.startIndex, to: tab) + 1
+            var e = error
+            e.message += ": a tab character"
+            e.location = SourceLocation(file: location.file, line: lineNumber, column: column)
+            e.hint = "YAML does not allow tabs for indentation; indent with spaces"
+            return e
+        }
+        return error
     }
 
     /// Turns a Yams error into a located `.yamlSyntax` error.

@@ -1,0 +1,153 @@
+import Foundation
+import Logging
+
+/// `maidian check` as a linter: every problem of a pipeline file in one pass (the file's structure, every
+/// stage's options, the files the stages read, librdkafka properties), each at the value it is about, plus
+/// warnings for pipelines that load but cannot work as meant.
+public struct PipelineCheck {
+    /// What a check found in one file.
+    public struct Report: Sendable {
+        /// The file checked.
+        public var file: String
+        /// Problems that stop the pipeline from running; sorted by location.
+        public var errors: [PipelineError]
+        /// Problems that let it run, but not as meant; sorted by location.
+        public var warnings: [PipelineError]
+        /// The stage kinds in order (transform stages, then outputs) when the pipeline builds.
+        public var stageNames: [String]
+
+        /// A report.
+        public init(file: String, errors: [PipelineError], warnings: [PipelineError], stageNames: [String]) {
+            self.file = file
+            self.errors = errors
+            self.warnings = warnings
+            self.stageNames = stageNames
+        }
+    }
+
+    /// What librdkafka says about one property: `nil` when it takes it.
+    public struct KafkaPropertyProblem: Sendable {
+        public var message: String
+        public var hint: String?
+        /// The property name is unknown (the error is located at the name, else at the value).
+        public var unknownName: Bool
+
+        public init(message: String, hint: String? = nil, unknownName: Bool) {
+            self.message = message
+            self.hint = hint
+            self.unknownName = unknownName
+        }
+    }
+
+    public var registry: StageRegistry
+    public var environment: [String: String]
+    public var logger: Logger
+    /// Checks one librdkafka property (MaidianKafka's `KafkaConfigCheck`; this module does not link librdkafka).
+    public var kafkaProperty: @Sendable (_ name: String, _ value: String) -> KafkaPropertyProblem?
+
+    /// A checker.
+    public init(
+        registry: StageRegistry, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger,
+        kafkaProperty: @escaping @Sendable (_ name: String, _ value: String) -> KafkaPropertyProblem?
+    ) {
+        self.registry = registry
+        self.environment = environment
+        self.logger = logger
+        self.kafkaProperty = kafkaProperty
+    }
+
+    /// Checks the pipeline file at `path`.
+    public func check(path: String) -> Report {
+        let (spec, specErrors) = PipelineSpec.lint(path: path, environment: environment)
+        guard let spec else { return Report(file: path, errors: specErrors, warnings: [], stageNames: []) }
+        var errors = specErrors
+        var stageNames: [String] = []
+        do {
+            let engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
+            stageNames = engine.stageNames
+        } catch {
+            errors += PipelineErrors.flatten(error)
+        }
+        errors += kafkaErrors(spec)
+        // A pipeline without outputs runs and writes nothing, not even dead letters: refused, not warned of.
+        do { try spec.requireOutputs() } catch { errors += PipelineErrors.flatten(error) }
+        return Report(
+            file: path, errors: PipelineErrors.sortedUnique(errors),
+            warnings: PipelineErrors.sortedUnique(Self.warnings(spec)), stageNames: stageNames)
+    }
+
+    /// librdkafka properties of `source.kafka` and `producer.kafka` that a client would reject, located.
+    public func kafkaErrors(_ spec: PipelineSpec) -> [PipelineError] {
+        spec.writtenKafkaProperties.compactMap { p in
+            guard let problem = kafkaProperty(p.name, p.value) else { return nil }
+            return PipelineError(
+                code: problem.unknownName ? .unknownKey : .badValue, message: problem.message,
+                location: problem.unknownName ? p.nameLocation : p.valueLocation, hint: problem.hint)
+        }
+    }
+
+    /// Pipelines that load but cannot work as meant.
+    public static func warnings(_ spec: PipelineSpec) -> [PipelineError] {
+        var warnings: [PipelineError] = []
+        let fileStart = SourceLocation(file: spec.file, line: 1, column: 1)
+        func warn(_ message: String, _ location: SourceLocation?, hint: String? = nil) {
+            warnings.append(PipelineError(code: .invalid, message: message, location: location ?? fileStart, hint: hint))
+        }
+
+        if spec.stages.isEmpty {
+            warn("the pipeline has no stages: records are only decoded and written out", nil,
+                 hint: "add stages under 'stages:', e.g. '- kind: validate'")
+        }
+
+        // Topics written by more than one output (or stage), and outputs into the source topic.
+        var writers: [String: (kind: String, location: SourceLocation)] = [:]
+        for stage in spec.stages + spec.outputs {
+            for entry in stage.node.entries ?? [] where entry.key == "topic" || entry.key.hasSuffix("_topic") {
+                guard let topic = entry.value.string else { continue }
+                let at = entry.value.location
+                if topic == spec.source.topic {
+                    warn("'\(stage.kind)' writes into the source topic '\(topic)': the pipeline would read its own output", at)
+                }
+                if let first = writers[topic] {
+                    warn("topic '\(topic)' is also written by '\(first.kind)' at \(first.location.line):\(first.location.column)", at,
+                         hint: "consumers of the topic could not tell the two kinds of records apart")
+                } else {
+                    writers[topic] = (stage.kind, at)
+                }
+            }
+        }
+        for output in spec.outputs where output.kind == "dead_letter" {
+            guard let topicNode = output.node["topic"], let topic = topicNode.string else { continue }
+            let enrichedTopics = spec.outputs.filter { $0.kind == "enriched" }.compactMap { $0.node["topic"]?.string }
+            if topic == "events.enriched" || enrichedTopics.contains(topic) {
+                warn("dead letters go to '\(topic)', the topic of enriched events", topicNode.location,
+                     hint: "dead letters belong in a topic of their own, e.g. events.dlq")
+            }
+        }
+
+        // Stage orders that cannot work.
+        let kinds = spec.stages.map(\.kind)
+        func firstIndex(_ kind: String) -> Int? { kinds.firstIndex(of: kind) }
+        if let windows = firstIndex("windows"), let match = firstIndex("match"), windows < match {
+            warn("'windows' runs before 'match': it counts rule hits that 'match' has not found yet",
+                 spec.stages[windows].kindLocation, hint: "put 'match' before 'windows'")
+        }
+        if let noise = firstIndex("noise_filter"), let match = firstIndex("match"), noise > match {
+            warn("'noise_filter' runs after 'match': the noise it drops has been matched against the rules already",
+                 spec.stages[noise].kindLocation, hint: "put 'noise_filter' before 'match'")
+        }
+        if let validate = firstIndex("validate"), validate > 0 {
+            warn("'\(kinds[0])' runs before 'validate': it sees events that validation would drop or repair",
+                 spec.stages[0].kindLocation, hint: "put 'validate' first")
+        }
+
+        // Timeouts a broker or the worker cannot keep.
+        let session = spec.source.sessionTimeout.milliseconds
+        if session < 6_000 || session > 1_800_000 {
+            warn("session_timeout \(ConfigDuration(milliseconds: session)) is outside what brokers accept by default (6s to 30m)",
+                 spec.source.sessionTimeoutLocation,
+                 hint: "brokers reject it unless group.min.session.timeout.ms / group.max.session.timeout.ms allow it; 10s to 45s is usual")
+        }
+        return warnings
+    }
+}
