@@ -40,7 +40,8 @@ final class PipelineSpecTests: XCTestCase {
                 return "\(error)"
             }
         }
-        XCTAssertEqual(refusal(""), "t.yaml:1:1: the pipeline has no outputs: it would write nothing, not even dead letters (add e.g. 'outputs: [{kind: enriched}, {kind: dead_letter}]')")
+        XCTAssertTrue(refusal("")?.hasPrefix("t.yaml:1:1: ") == true, "an empty file is refused, located")
+        XCTAssertEqual(refusal("source: {topic: raw}\n"), "t.yaml:1:1: the pipeline has no outputs: it would write nothing, not even dead letters (add e.g. 'outputs: [{kind: enriched}, {kind: dead_letter}]')")
         XCTAssertTrue(refusal("stages:\n  - kind: validate\noutputs: []\n")?.hasPrefix("t.yaml:3:1: the pipeline has no outputs") == true)
         XCTAssertNil(refusal("outputs:\n  - kind: dead_letter\n"))
         XCTAssertNoThrow(try PipelineSpec.load(path: Self.appAnalytics, environment: [:]).requireOutputs())
