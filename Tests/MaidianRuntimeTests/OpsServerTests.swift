@@ -23,7 +23,7 @@ final class OpsServerTests: XCTestCase {
         logger.logLevel = .critical  // Hummingbird logs the cancellation that ends each test as an error
         let status = WorkerStatus()
         let registry = PrometheusCollectorRegistry()
-        let metrics = WorkerMetrics(status: status, factory: PrometheusMetricsFactory(registry: registry), logger: logger)
+        let metrics = WorkerMetrics(status: status, registry: registry, logger: logger)
         let bound = Mutex(0)
         let server = OpsServer(
             host: "127.0.0.1", port: 0, status: status, metrics: metrics, registry: registry, logger: logger,
