@@ -14,9 +14,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
+        .target(name: "FuzzSupport"),
         .executableTarget(
             name: "FuzzRecord",
             dependencies: [
+                "FuzzSupport",
                 .product(name: "MaidianEvents", package: "maidian"),
                 .product(name: "MaidianPipeline", package: "maidian"),
                 .product(name: "MaidianStages", package: "maidian"),
@@ -25,11 +27,11 @@ let package = Package(
             swiftSettings: fuzz),
         .executableTarget(
             name: "FuzzPipeline",
-            dependencies: [.product(name: "MaidianPipeline", package: "maidian")],
+            dependencies: ["FuzzSupport", .product(name: "MaidianPipeline", package: "maidian")],
             swiftSettings: fuzz),
         .executableTarget(
             name: "FuzzRules",
-            dependencies: [.product(name: "MaidianRules", package: "maidian")],
+            dependencies: ["FuzzSupport", .product(name: "MaidianRules", package: "maidian")],
             swiftSettings: fuzz),
     ]
 )

@@ -1,3 +1,4 @@
+import FuzzSupport
 import MaidianPipeline
 
 /// A pipeline file's bytes through the loader (`maidian check` and a worker's start read it the same way):
@@ -9,16 +10,8 @@ public func fuzzPipeline(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links an executable's entry point as `FuzzPipeline_main` (and aliases `main` to it): hand over to
-// libFuzzer's driver there.
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
-
+/// The entry point SwiftPM links (see `fuzzerMain`).
 @_cdecl("FuzzPipeline_main")
 func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return runFuzzerDriver(&argc, &argv, fuzzPipeline)
+    fuzzerMain(argc, argv, fuzzPipeline)
 }

@@ -1,3 +1,4 @@
+import FuzzSupport
 import Logging
 import MaidianEvents
 import MaidianPipeline
@@ -129,16 +130,8 @@ final class FuzzRecordState: @unchecked Sendable {
     }
 }
 
-// SwiftPM links an executable's entry point as `FuzzRecord_main` (and aliases `main` to it): hand over to
-// libFuzzer's driver there.
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
-
+/// The entry point SwiftPM links (see `fuzzerMain`).
 @_cdecl("FuzzRecord_main")
 func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return runFuzzerDriver(&argc, &argv, fuzzRecord)
+    fuzzerMain(argc, argv, fuzzRecord)
 }
