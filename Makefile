@@ -6,7 +6,7 @@ APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev libhyperscan-dev pkg
 PY_PACKAGES := confluent-kafka zstandard jsonschema pyyaml
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build release test unit golden demo bench bench-match compose-check build-context-check deploy-check clean
+.PHONY: all deps build release test unit golden demo bench bench-match compose-check build-context-check deploy-check clean fuzz fuzz-build
 
 all: build
 
@@ -27,11 +27,31 @@ release: deps
 	$(SWIFT) build -c release
 
 ## Every test: unit tests, Kafka tests on the mock cluster, the golden tests on testdata/, the image's
-## build context and docker-compose.yml, and the files under deploy/.
+## build context and docker-compose.yml, the files under deploy/, the pipeline tests under pipelines/tests/,
+## and a short run of every fuzz target (FUZZ_SECONDS, 30 here).
 test: deps compose-check build-context-check deploy-check
 	$(SWIFT) build --build-tests
 	MAIDIAN_BIN=$$($(SWIFT) build --show-bin-path)/maidian $(SWIFT) test --skip-build
 	$$($(SWIFT) build --show-bin-path)/maidian test 'pipelines/tests/*.yaml'
+	$(MAKE) fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-30}
+
+## libFuzzer targets (Fuzz/, a package of its own): record bytes and headers through the sample pipeline, the
+## pipeline loader, the rules loader. Each runs FUZZ_SECONDS (default 60) from its seed corpus
+## (Fuzz/corpus/<target>); new inputs go to Fuzz/.build/corpus-<target>, crashes to Fuzz/findings/.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := FuzzRecord:record FuzzPipeline:pipeline FuzzRules:rules
+fuzz-build: deps
+	cd Fuzz && $(SWIFT) build -c release -Xswiftc -sanitize=fuzzer
+
+fuzz: fuzz-build
+	@bin=$$(cd Fuzz && $(SWIFT) build -c release -Xswiftc -sanitize=fuzzer --show-bin-path); \
+	mkdir -p Fuzz/findings; \
+	for pair in $(FUZZ_TARGETS); do \
+	  t=$${pair%%:*}; c=$${pair##*:}; mkdir -p Fuzz/.build/corpus-$$c; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  $$bin/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=Fuzz/findings/$$c- Fuzz/.build/corpus-$$c Fuzz/corpus/$$c || exit 1; \
+	done
 
 compose-check:
 	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml: ok"

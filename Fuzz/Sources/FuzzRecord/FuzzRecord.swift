@@ -1,0 +1,137 @@
+import FuzzSupport
+import Logging
+import MaidianEvents
+import MaidianPipeline
+import MaidianStages
+
+/// One input record through decoding and every event stage and output of the sample pipeline (validate to
+/// windows, with the repository's test rules and geo database), as a worker runs them, batch bound included.
+///
+/// Input layout: four length bytes (`ip`, `ua`, `project`, `received_at` headers; 255 means absent), the
+/// header bytes, then the record value. Shorter inputs are a value without headers.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzRecord(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    FuzzRecordState.shared.run(UnsafeRawBufferPointer(start: data, count: size))
+    return 0
+}
+
+final class FuzzRecordState: @unchecked Sendable {
+    nonisolated(unsafe) static let shared = FuzzRecordState()
+
+    /// The repository root, from this file's path.
+    static let root: String = {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(4)  // Fuzz/Sources/FuzzRecord/FuzzRecord.swift
+        return parts.joined(separator: "/")
+    }()
+
+    static let pipeline = """
+        name: fuzz
+        source:
+          brokers: embedded
+          topic: events.raw
+          group: fuzz
+          limits:
+            max_batch_bytes: 8MiB
+        stages:
+          - kind: validate
+          - kind: calibrate_time
+          - kind: dedup
+          - kind: record_presets
+          - kind: location
+            database: \(root)/testdata/geo/test-city.mmdb
+            reload_check: 1h
+          - kind: device
+          - kind: noise_filter
+            rules:
+              - name: tab_bar_touch
+                actions: ["_buttonDown:", "_buttonUp:"]
+                beside: ["_tabBarItemClicked:"]
+                within: 1s
+                same_target: true
+          - kind: match
+            rules: \(root)/testdata/traffic/rules-sample.yaml
+            reload: false
+          - kind: windows
+            window: 60s
+            by: [app_version]
+        outputs:
+          - kind: enriched
+            topic: events.enriched
+          - kind: dead_letter
+            topic: events.dlq
+        """
+
+    var engine: PipelineEngine
+    var batch = EventBatch()
+    var rest = EventBatch()
+    var output = OutputBuffer()
+    var runs = 0
+    var offset: Int64 = 0
+
+    init() { engine = FuzzRecordState.makeEngine() }
+
+    static func makeEngine() -> PipelineEngine {
+        do {
+            let spec = try PipelineSpec.parse(yaml: pipeline, file: "fuzz-pipeline.yaml")
+            var logger = Logger(label: "fuzz")
+            logger.logLevel = .critical
+            let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: logger)
+            engine.repartitioning?.connect(partialsTopic: "fuzz.partials", partialsPartitions: 1, sourcePartitions: 1)
+            return engine
+        } catch {
+            fatalError("the fuzz pipeline does not load: \(error)")
+        }
+    }
+
+    func run(_ input: UnsafeRawBufferPointer) {
+        // A fresh engine now and then: state (windows, dedup) stays as small as a worker's.
+        runs += 1
+        if runs % 5000 == 0 { engine = FuzzRecordState.makeEngine() }
+        var headers: [UnsafeRawBufferPointer?] = [nil, nil, nil, nil]
+        var value = input
+        if input.count >= 4 {
+            var at = 4
+            var ok = true
+            for h in 0..<4 where input[h] != 255 {
+                let n = Int(input[h])
+                guard at + n <= input.count else { ok = false; break }
+                headers[h] = UnsafeRawBufferPointer(rebasing: input[at..<(at + n)])
+                at += n
+            }
+            if ok { value = UnsafeRawBufferPointer(rebasing: input[at...]) } else { headers = [nil, nil, nil, nil] }
+        }
+        batch.reset()
+        output.reset()
+        let topic = batch.topicIndex("events.raw")
+        offset += 1
+        batch.appendRecord(
+            topic: topic, partition: 0, offset: offset, timestamp: 1_763_700_000_000, key: nil, value: value,
+            ip: headers[0], receivedAt: headers[3], ua: headers[1], project: headers[2])
+        do {
+            try engine.process(&batch, output: &output, rest: &rest)
+            while !rest.records.isEmpty {
+                batch.reset()
+                output.reset()
+                rest.moveRecords(from: 0, to: &batch)
+                rest.reset()
+                try engine.process(&batch, output: &output, rest: &rest)
+            }
+        } catch {
+            fatalError("a record stopped the pipeline: \(error)")
+        }
+        // Every JSON output must be valid UTF-8 (headers and client bytes never break it).
+        output.bytes.withUnsafeBytes { b in
+            for m in output.messages where output.topics[Int(m.topic)].hasPrefix("events.") {
+                let v = UnsafeRawBufferPointer(rebasing: b[Int(m.value.start)..<Int(m.value.end)])
+                if !isValidUTF8(v) { fatalError("an output is not valid UTF-8") }
+            }
+        }
+    }
+}
+
+/// The entry point SwiftPM links (see `fuzzerMain`).
+@_cdecl("FuzzRecord_main")
+func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    fuzzerMain(argc, argv, fuzzRecord)
+}
