@@ -255,14 +255,14 @@ private final class State {
     var heldSource: [Int32] { assigned.filter { $0.topic == 0 }.map(\.partition).sorted() }
 
     func run(stop: () -> Bool) throws {
-        producer.onDelivery = { [unowned self] token, error in
+        producer.onDelivery = { [weak self, tracker] token, error in
             if let error, error.isPermanentForMessage {
                 // Kafka will never take this message: stopping would only refuse it again on every restart.
-                self.refusedForGood(error)
-                self.tracker.delivered(token: token, error: nil)
+                self?.refusedForGood(error)
+                tracker.delivered(token: token, error: nil)
                 return
             }
-            self.tracker.delivered(token: token, error: error.map { "\($0)" })
+            tracker.delivered(token: token, error: error.map { "\($0)" })
         }
         consumer.onRebalance = { [unowned self] event in
             self.rebalance(event)
