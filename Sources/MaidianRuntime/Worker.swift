@@ -550,11 +550,7 @@ private final class State {
         }
         let records = batch.records.count
         let (diverted, dropped) = OutputWriter.divertOversized(&output) { r -> OutputWriter.OutputSource? in
-            if Int(r) < records {
-                let rec = batch.records[Int(r)]
-                let key = rec.key.isPresent ? Array(batch.input[Int(rec.key.start)..<Int(rec.key.end)]) : nil
-                return .init(topic: sourceTopic, partition: rec.partition, offset: rec.offset, key: key)
-            }
+            if Int(r) < records { return OutputWriter.source(record: r, in: batch) }
             let k = Int(r) - records
             guard k < internalRecords.count, let internalTopic else { return nil }
             return .init(topic: internalTopic, partition: internalRecords[k].partition, offset: internalRecords[k].offset, key: nil)
