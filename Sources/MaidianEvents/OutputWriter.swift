@@ -287,6 +287,16 @@ public enum OutputWriter {
         }
     }
 
+    /// Where the outputs of record `r` of `batch` came from (its topic, partition, offset and key); nil
+    /// when `batch` has no such record.
+    public static func source(record r: Int32, in batch: borrowing EventBatch) -> OutputSource? {
+        guard r >= 0, Int(r) < batch.records.count else { return nil }
+        let rec = batch.records[Int(r)]
+        let key = rec.key.isPresent ? Array(batch.input[Int(rec.key.start)..<Int(rec.key.end)]) : nil
+        let topic = Int(rec.topic) < batch.topics.count ? batch.topics[Int(rec.topic)] : ""
+        return OutputSource(topic: topic, partition: rec.partition, offset: rec.offset, key: key)
+    }
+
     /// Replaces each message whose key and value pass `out.maxMessageBytes` (the producer would refuse it)
     /// by a `too_large` dead letter on `out.deadLetterTopic`, in its place and for the same input record:
     /// `{"reason":"too_large","detail":...,"source":{...},"topic":<the output's topic>,"payload":...,

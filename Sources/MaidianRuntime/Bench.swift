@@ -133,6 +133,8 @@ public enum Bench {
                     }
                     while true {
                         try engine.process(&batch, output: &output, rest: &rest)
+                        // As a worker does before producing: outputs the producer would refuse become dead letters.
+                        _ = OutputWriter.divertOversized(&output) { OutputWriter.source(record: $0, in: batch) }
                         result.outputMessages += output.messages.count
                         result.outputBytes += output.bytes.count
                         sink?(batch, output)

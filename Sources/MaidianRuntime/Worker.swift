@@ -259,14 +259,14 @@ private final class State {
     var heldSource: [Int32] { assigned.filter { $0.topic == 0 }.map(\.partition).sorted() }
 
     func run(stop: () -> Bool) throws {
-        producer.onDelivery = { [unowned self] token, error in
+        producer.onDelivery = { [weak self, tracker] token, error in
             if let error, error.isPermanentForMessage {
                 // Kafka will never take this message: stopping would only refuse it again on every restart.
-                self.refusedForGood(error)
-                self.tracker.delivered(token: token, error: nil)
+                self?.refusedForGood(error)
+                tracker.delivered(token: token, error: nil)
                 return
             }
-            self.tracker.delivered(token: token, error: error.map { "\($0)" })
+            tracker.delivered(token: token, error: error.map { "\($0)" })
         }
         consumer.onRebalance = { [unowned self] event in
             self.rebalance(event)
@@ -565,11 +565,7 @@ private final class State {
         }
         let records = batch.records.count
         let (diverted, dropped) = OutputWriter.divertOversized(&output) { r -> OutputWriter.OutputSource? in
-            if Int(r) < records {
-                let rec = batch.records[Int(r)]
-                let key = rec.key.isPresent ? Array(batch.input[Int(rec.key.start)..<Int(rec.key.end)]) : nil
-                return .init(topic: sourceTopic, partition: rec.partition, offset: rec.offset, key: key)
-            }
+            if Int(r) < records { return OutputWriter.source(record: r, in: batch) }
             let k = Int(r) - records
             guard k < internalRecords.count, let internalTopic else { return nil }
             return .init(topic: internalTopic, partition: internalRecords[k].partition, offset: internalRecords[k].offset, key: nil)
