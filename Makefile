@@ -2,7 +2,9 @@
 # Both install what they need (Debian packages, Python test clients) when it is missing.
 
 SWIFT ?= swift
-APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev libhyperscan-dev pkg-config kcat zstd docker-compose
+# Hyperscan is x86-64 only; Vectorscan provides the same libhs (hs/hs.h, libhs.pc) on other architectures.
+HS_PACKAGE := $(shell [ "$$(dpkg --print-architecture 2>/dev/null)" = amd64 ] && echo libhyperscan-dev || echo libvectorscan-dev)
+APT_PACKAGES := librdkafka-dev libzstd-dev libmaxminddb-dev $(HS_PACKAGE) pkg-config kcat zstd docker-compose
 PY_PACKAGES := confluent-kafka zstandard jsonschema pyyaml
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -14,7 +14,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/maidian-build-context.XXXXXX")
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 python3 scripts/docker_context.py assemble "$work"
 echo "build context: $(find "$work/context" -type f | wc -l) files, $(du -sh "$work/context" | cut -f1); building the maidian product in the copy"
-(cd "$work/src" && "$SWIFT" build --product maidian 2>&1 | grep -E "error|warning: .*(missing|invalid)|Compiling maidian|Build complete" || true)
+(cd "$work/src" && "$SWIFT" build --product maidian 2>&1 | grep -E "error|warning: .*(missing|invalid)|Compiling maidian|complete" || true)
 test -x "$work/src/.build/debug/maidian" || { echo "check-build-context: the filtered copy does not build" >&2; exit 1; }
 "$work/src/.build/debug/maidian" --version >/dev/null
 echo "build context: builds"

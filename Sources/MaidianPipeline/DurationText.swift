@@ -5,13 +5,12 @@ extension Duration {
         let (s, atto) = components
         let ns = s * 1_000_000_000 + atto / 1_000_000_000
         if ns < 0 { return "-" + (Duration.zero - self).rounded }
-        if ns < 1_000_000 { return "\((ns + 500) / 1000) µs" }
-        if ns < 1_000_000_000 {
-            let tenths = (ns + 50_000) / 100_000
-            return "\(tenths / 10).\(tenths % 10) ms"
-        }
-        if ns < 60_000_000_000 {
-            let hundredths = (ns + 5_000_000) / 10_000_000
+        // Each unit while the rounded value stays below the next unit (999.96 ms is "1.00 s").
+        if ns < 999_500 { return "\((ns + 500) / 1000) µs" }
+        let tenths = (ns + 50_000) / 100_000
+        if tenths < 10_000 { return "\(tenths / 10).\(tenths % 10) ms" }
+        let hundredths = (ns + 5_000_000) / 10_000_000
+        if hundredths < 6_000 {
             let frac = hundredths % 100
             return "\(hundredths / 100).\(frac < 10 ? "0" : "")\(frac) s"
         }

@@ -297,7 +297,7 @@ private final class State {
             logger.info("merging windowed counts through '\(internalTopic)' (\(n) partitions) over \(sourcePartitions) source partitions")
         }
         try consumer.subscribe(topics)
-        logger.info("worker started", metadata: ["topic": "\(sourceTopic)", "group": "\(spec.source.group)"])
+        logger.info("worker started", metadata: ["topic": "\(sourceTopic)", "group": "\(spec.source.group)", "version": "\(MaidianBuild.version)"])
 
         let topicIndex = batch.topicIndex(sourceTopic)
         var finished = false

@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import Logging
 import MaidianKafka
+import MaidianRuntime
 import XCTest
 
 /// The files under `deploy/`: the Grafana dashboard and the alert rules are valid (schema) and query only
@@ -37,6 +38,14 @@ final class DeployTests: XCTestCase {
         XCTAssertEqual(bad.wait(timeout: 60), 1)
         XCTAssertTrue(bad.stderr.contains("'expr' is a required property"), bad.stderr)
         XCTAssertTrue(bad.stderr.contains("30 is greater than the maximum of 24"), bad.stderr)
+    }
+
+    /// `maidian --version` prints the version `maidian_build_info` carries (and the image's tag in deploy/).
+    func testVersionIsTheBuildsVersion() throws {
+        let printed = try Integration.run(Integration.binary.path, ["--version"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(printed, MaidianBuild.version)
+        let manifest = try String(contentsOf: Integration.root.appendingPathComponent("deploy/kubernetes/maidian.yaml"), encoding: .utf8)
+        XCTAssertTrue(manifest.contains("image: maidian:\(printed)"), "the Kubernetes example runs this version")
     }
 
     /// The ConfigMap's pipeline and rules, as a pod would mount them, pass `maidian check`.
