@@ -1,0 +1,44 @@
+import MaidianKafka
+import XCTest
+
+/// librdkafka property names and values, checked offline against librdkafka itself.
+final class KafkaConfigCheckTests: XCTestCase {
+    func testAcceptedProperties() {
+        for (name, value) in [
+            ("acks", "all"), ("acks", "-1"), ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("compression.type", "zstd"), ("auto.offset.reset", "earliest"), ("enable.auto.commit", "false"),
+            ("session.timeout.ms", "45000"), ("sasl.username", "maidian"), ("ssl.ca.location", "/etc/ssl/ca.pem"),
+        ] {
+            XCTAssertNil(KafkaConfigCheck.problem(name: name, value: value), "\(name)=\(value)")
+        }
+    }
+
+    func testUnknownNames() {
+        let p = KafkaConfigCheck.problem(name: "sasl.passwrd", value: "x")
+        XCTAssertEqual(p?.kind, .unknownName)
+        XCTAssertEqual(p?.message, "unknown librdkafka property 'sasl.passwrd'")
+        XCTAssertTrue(KafkaConfigCheck.propertyNames.contains("sasl.password"))
+        XCTAssertTrue(KafkaConfigCheck.propertyNames.contains("enable.auto.commit"))
+    }
+
+    func testBadValuesCarryLibrdkafkasMessage() {
+        let acks = KafkaConfigCheck.problem(name: "acks", value: "maybe")
+        XCTAssertEqual(acks?.kind, .badValue)
+        XCTAssertEqual(acks?.message, "Invalid value for configuration property \"request.required.acks\"")
+        XCTAssertEqual(acks?.allowed, ["all", "-1", "0", "1"])
+        XCTAssertEqual(KafkaConfigCheck.problem(name: "compression.type", value: "brotli")?.kind, .badValue)
+        XCTAssertEqual(KafkaConfigCheck.problem(name: "security.protocol", value: "TLS")?.kind, .badValue)
+        XCTAssertEqual(KafkaConfigCheck.problem(name: "session.timeout.ms", value: "0")?.kind, .badValue, "below the range")
+        XCTAssertEqual(KafkaConfigCheck.problem(name: "enable.auto.commit", value: "maybe")?.kind, .badValue)
+        // Free text for librdkafka until a client starts; checked against the documented values.
+        let mechanism = KafkaConfigCheck.problem(name: "sasl.mechanism", value: "SCRAM")
+        XCTAssertEqual(mechanism?.kind, .badValue)
+        XCTAssertEqual(mechanism?.description,
+                       "invalid value 'SCRAM' for librdkafka property 'sasl.mechanism' (expected one of: GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
+    }
+
+    func testErrorTextHasNoSwiftTypeName() {
+        let e = KafkaError(.config, "consumer property 'x': bad")
+        XCTAssertFalse(e.description.contains("KafkaError"), e.description)
+    }
+}
