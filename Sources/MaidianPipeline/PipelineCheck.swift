@@ -31,11 +31,14 @@ public struct PipelineCheck {
         public var hint: String?
         /// The property name is unknown (the error is located at the name, else at the value).
         public var unknownName: Bool
+        /// Not an error: the client ignores the property (a producer property in `source.kafka`).
+        public var isWarning: Bool
 
-        public init(message: String, hint: String? = nil, unknownName: Bool) {
+        public init(message: String, hint: String? = nil, unknownName: Bool, isWarning: Bool = false) {
             self.message = message
             self.hint = hint
             self.unknownName = unknownName
+            self.isWarning = isWarning
         }
     }
 
@@ -43,12 +46,12 @@ public struct PipelineCheck {
     public var environment: [String: String]
     public var logger: Logger
     /// Checks one librdkafka property (MaidianKafka's `KafkaConfigCheck`; this module does not link librdkafka).
-    public var kafkaProperty: @Sendable (_ name: String, _ value: String) -> KafkaPropertyProblem?
+    public var kafkaProperty: @Sendable (_ name: String, _ value: String, _ client: WrittenKafkaProperty.Client) -> KafkaPropertyProblem?
 
     /// A checker.
     public init(
         registry: StageRegistry, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger,
-        kafkaProperty: @escaping @Sendable (_ name: String, _ value: String) -> KafkaPropertyProblem?
+        kafkaProperty: @escaping @Sendable (_ name: String, _ value: String, _ client: WrittenKafkaProperty.Client) -> KafkaPropertyProblem?
     ) {
         self.registry = registry
         self.environment = environment
@@ -68,20 +71,28 @@ public struct PipelineCheck {
         } catch {
             errors += PipelineErrors.flatten(error)
         }
-        errors += kafkaErrors(spec)
+        let kafka = kafkaFindings(spec)
+        errors += kafka.errors
         return Report(
             file: path, errors: PipelineErrors.sortedUnique(errors),
-            warnings: PipelineErrors.sortedUnique(Self.warnings(spec)), stageNames: stageNames)
+            warnings: PipelineErrors.sortedUnique(Self.warnings(spec) + kafka.warnings), stageNames: stageNames)
     }
 
     /// librdkafka properties of `source.kafka` and `producer.kafka` that a client would reject, located.
     public func kafkaErrors(_ spec: PipelineSpec) -> [PipelineError] {
-        spec.writtenKafkaProperties.compactMap { p in
-            guard let problem = kafkaProperty(p.name, p.value) else { return nil }
-            return PipelineError(
+        kafkaFindings(spec).errors
+    }
+
+    func kafkaFindings(_ spec: PipelineSpec) -> (errors: [PipelineError], warnings: [PipelineError]) {
+        var errors: [PipelineError] = [], warnings: [PipelineError] = []
+        for p in spec.writtenKafkaProperties {
+            guard let problem = kafkaProperty(p.name, p.value, p.client) else { continue }
+            let e = PipelineError(
                 code: problem.unknownName ? .unknownKey : .badValue, message: problem.message,
-                location: problem.unknownName ? p.nameLocation : p.valueLocation, hint: problem.hint)
+                location: problem.unknownName || problem.isWarning ? p.nameLocation : p.valueLocation, hint: problem.hint)
+            if problem.isWarning { warnings.append(e) } else { errors.append(e) }
         }
+        return (errors, warnings)
     }
 
     /// Pipelines that load but cannot work as meant.

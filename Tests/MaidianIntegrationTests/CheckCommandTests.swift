@@ -132,6 +132,11 @@ final class CheckCommandTests: XCTestCase {
         XCTAssertTrue(stderr.contains("-X foo.bar=1: unknown librdkafka property 'foo.bar'"), stderr)
         XCTAssertFalse(stderr.contains("KafkaError"), stderr)
 
+        // `run` says loudly that without brokers it runs on an embedded in-memory broker.
+        let (_, help, _) = try maidian(["run", "--help"])
+        XCTAssertTrue(help.contains("EMBEDDED IN-MEMORY BROKER"), help)
+        XCTAssertTrue(help.contains("-X <name=value>"), help)
+
         // No broker anywhere: produce/record/peek say so instead of trying localhost.
         let (noBrokers, _, noBrokersErr) = try maidian(["record", "--out", dir.appendingPathComponent("x.ndjson").path], environment: ["MAIDIAN_BROKERS": ""])
         XCTAssertEqual(noBrokers, 1)

@@ -37,6 +37,20 @@ final class KafkaConfigCheckTests: XCTestCase {
                        "invalid value 'SCRAM' for librdkafka property 'sasl.mechanism' (expected one of: GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
     }
 
+    func testPropertyTableComesFromLibrdkafka() {
+        XCTAssertGreaterThan(KafkaConfigCheck.properties.count, 150)
+        XCTAssertEqual(KafkaConfigCheck.properties["acks"]?.scope, .producer)
+        XCTAssertEqual(KafkaConfigCheck.properties["group.id"]?.scope, .consumer)
+        XCTAssertEqual(KafkaConfigCheck.properties["bootstrap.servers"]?.scope, .both)
+        XCTAssertTrue(KafkaConfigCheck.properties["compression.codec"]?.range.hasPrefix("none, gzip, snappy, lz4, zstd") ?? false)
+        XCTAssertTrue(KafkaConfigCheck.ignored(name: "acks", by: .consumer))
+        XCTAssertFalse(KafkaConfigCheck.ignored(name: "acks", by: .producer))
+        XCTAssertFalse(KafkaConfigCheck.ignored(name: "security.protocol", by: .consumer))
+        // Hints from the table where no better list is known.
+        XCTAssertEqual(KafkaConfigCheck.problem(name: "session.timeout.ms", value: "0")?.allowed, ["an integer in 1 .. 3600000"])
+        XCTAssertEqual(KafkaConfigCheck.problem(name: "enable.auto.commit", value: "maybe")?.allowed, ["true", "false"])
+    }
+
     func testErrorTextHasNoSwiftTypeName() {
         let e = KafkaError(.config, "consumer property 'x': bad")
         XCTAssertFalse(e.description.contains("KafkaError"), e.description)

@@ -23,9 +23,10 @@ final class PipelineCheckTests: XCTestCase {
         try yaml.write(toFile: path, atomically: true, encoding: .utf8)
         var logger = Logger(label: "check")
         logger.logLevel = .critical
-        let checker = PipelineCheck(registry: BuiltinStages.registry, environment: environment, logger: logger) { name, value in
+        let checker = PipelineCheck(registry: BuiltinStages.registry, environment: environment, logger: logger) { name, value, client in
             name == "acks" && value != "all" ? .init(message: "bad acks", unknownName: false)
-                : name.hasPrefix("x.") ? .init(message: "unknown", hint: nil, unknownName: true) : nil
+                : name.hasPrefix("x.") ? .init(message: "unknown", hint: nil, unknownName: true)
+                : name == "acks" && client == .consumer ? .init(message: "producer property", unknownName: false, isWarning: true) : nil
         }
         return checker.check(path: path)
     }
@@ -104,6 +105,9 @@ final class PipelineCheckTests: XCTestCase {
         XCTAssertEqual(lines(report.errors), [
             "p.yaml:3:5: unknown", "p.yaml:4:11: bad acks", "p.yaml:6:22: unknown",
         ])
+        let ignored = try check("source:\n  kafka: {acks: all}\nstages: [{kind: validate}]\noutputs: [{kind: enriched, topic: e}]\n")
+        XCTAssertEqual(lines(ignored.errors), [])
+        XCTAssertEqual(lines(ignored.warnings), ["p.yaml:2:11: producer property"], "a warning, at the name")
     }
 
     func testSecuritySettingsBecomeLibrdkafkaProperties() throws {
