@@ -65,9 +65,11 @@ public struct PipelineCheck {
         guard let spec else { return Report(file: path, errors: specErrors, warnings: [], stageNames: []) }
         var errors = specErrors
         var stageNames: [String] = []
+        var defaultTopics: [[String]] = []
         do {
             let engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
             stageNames = engine.stageNames
+            defaultTopics = engine.stages.map(\.outputTopics)
         } catch {
             errors += PipelineErrors.flatten(error)
         }
@@ -75,7 +77,8 @@ public struct PipelineCheck {
         errors += kafka.errors
         return Report(
             file: path, errors: PipelineErrors.sortedUnique(errors),
-            warnings: PipelineErrors.sortedUnique(Self.warnings(spec) + kafka.warnings), stageNames: stageNames)
+            warnings: PipelineErrors.sortedUnique(Self.warnings(spec, stageTopics: defaultTopics) + kafka.warnings),
+            stageNames: stageNames)
     }
 
     /// librdkafka properties of `source.kafka` and `producer.kafka` that a client would reject, located.
@@ -95,8 +98,9 @@ public struct PipelineCheck {
         return (errors, warnings)
     }
 
-    /// Pipelines that load but cannot work as meant.
-    public static func warnings(_ spec: PipelineSpec) -> [PipelineError] {
+    /// Pipelines that load but cannot work as meant. `stageTopics`: the topics each stage and output (in
+    /// that order) writes, defaults included, when the engine was built (empty otherwise).
+    public static func warnings(_ spec: PipelineSpec, stageTopics: [[String]] = []) -> [PipelineError] {
         var warnings: [PipelineError] = []
         let fileStart = SourceLocation(file: spec.file, line: 1, column: 1)
         func warn(_ message: String, _ location: SourceLocation?, hint: String? = nil) {
@@ -114,10 +118,19 @@ public struct PipelineCheck {
 
         // Topics written by more than one output (or stage), and outputs into the source topic.
         var writers: [String: (kind: String, location: SourceLocation)] = [:]
-        for stage in spec.stages + spec.outputs {
+        let all = spec.stages + spec.outputs
+        for (i, stage) in all.enumerated() {
+            var topics: [(String, SourceLocation)] = []
             for entry in stage.node.entries ?? [] where entry.key == "topic" || entry.key.hasSuffix("_topic") {
-                guard let topic = entry.value.string else { continue }
-                let at = entry.value.location
+                if let topic = entry.value.string { topics.append((topic, entry.value.location)) }
+            }
+            // Topics the stage writes by default (windows' metrics.counts when counts_topic is left out).
+            if stageTopics.count == all.count {
+                for topic in stageTopics[i] where !topics.contains(where: { $0.0 == topic }) {
+                    topics.append((topic, stage.kindLocation))
+                }
+            }
+            for (topic, at) in topics {
                 if topic == spec.source.topic {
                     warn("'\(stage.kind)' writes into the source topic '\(topic)': the pipeline would read its own output", at)
                 }

@@ -75,6 +75,20 @@ final class PipelineCheckTests: XCTestCase {
         assertPrefixes(lines(empty.warnings), ["p.yaml:1:1: the pipeline has no stages", "p.yaml:1:1: the pipeline has no outputs"])
     }
 
+    func testTopicsStagesWriteByDefaultCount() throws {
+        let report = try check("""
+            stages:
+              - kind: validate
+              - kind: match
+                rules: \(Integration.rules)
+              - kind: windows
+            outputs:
+              - {kind: enriched, topic: metrics.counts}
+            """)
+        XCTAssertEqual(lines(report.errors), [])
+        assertPrefixes(lines(report.warnings), ["p.yaml:7:29: topic 'metrics.counts' is also written by 'windows' at 5:11"])
+    }
+
     func testCleanPipelineHasNoFindings() throws {
         let report = try check("""
             source: {session_timeout: 10s}
