@@ -75,31 +75,28 @@ final class PipelineCheckTests: XCTestCase {
         assertPrefixes(lines(empty.warnings), ["p.yaml:1:1: the pipeline has no stages", "p.yaml:1:1: the pipeline has no outputs"])
     }
 
+    /// validate, match, windows; then `outputs:` (lines 1 to 6).
+    static let stages = """
+        stages:
+          - kind: validate
+          - kind: match
+            rules: \(Integration.rules)
+          - kind: windows
+        outputs:
+
+        """
+
     func testTopicsStagesWriteByDefaultCount() throws {
-        let report = try check("""
-            stages:
-              - kind: validate
-              - kind: match
-                rules: \(Integration.rules)
-              - kind: windows
-            outputs:
-              - {kind: enriched, topic: metrics.counts}
-            """)
+        let report = try check(Self.stages + "  - {kind: enriched, topic: metrics.counts}\n")
         XCTAssertEqual(lines(report.errors), [])
         assertPrefixes(lines(report.warnings), ["p.yaml:7:29: topic 'metrics.counts' is also written by 'windows' at 5:11"])
     }
 
     func testCleanPipelineHasNoFindings() throws {
-        let report = try check("""
-            source: {session_timeout: 10s}
-            stages:
-              - kind: validate
-              - kind: match
-                rules: \(Integration.rules)
-              - kind: windows
-            outputs:
+        let report = try check(Self.stages + """
               - {kind: enriched, topic: events.enriched}
               - {kind: dead_letter, topic: events.dlq}
+            source: {session_timeout: 10s}
             """)
         XCTAssertEqual(lines(report.errors + report.warnings), [])
         XCTAssertEqual(report.stageNames, ["validate", "match", "windows", "enriched", "dead_letter"])
