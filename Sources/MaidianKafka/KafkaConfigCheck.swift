@@ -28,6 +28,10 @@ public enum KafkaConfigCheck {
         default:
             return Problem(kind: .badValue, message: message(errstr), allowed: valueHints[name] ?? rangeHint(name))
         }
+        // A certificate or key file that is not there fails only when a client starts, far from the setting.
+        if name.hasPrefix("ssl."), name.hasSuffix(".location"), value != "probe", !value.isEmpty, access(value, R_OK) != 0 {
+            return Problem(kind: .badValue, message: "cannot read '\(value)' for librdkafka property '\(name)'")
+        }
         if let allowed = textEnums[name], !allowed.contains(value) {
             return Problem(
                 kind: .badValue, message: "invalid value '\(value)' for librdkafka property '\(name)'",

@@ -7,7 +7,7 @@ final class KafkaConfigCheckTests: XCTestCase {
         for (name, value) in [
             ("acks", "all"), ("acks", "-1"), ("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-512"),
             ("compression.type", "zstd"), ("auto.offset.reset", "earliest"), ("enable.auto.commit", "false"),
-            ("session.timeout.ms", "45000"), ("sasl.username", "maidian"), ("ssl.ca.location", "/etc/ssl/ca.pem"),
+            ("session.timeout.ms", "45000"), ("sasl.username", "maidian"), ("ssl.ca.location", "probe"), ("ssl.ca.location", "/dev/null"),
         ] {
             XCTAssertNil(KafkaConfigCheck.problem(name: name, value: value), "\(name)=\(value)")
         }
@@ -35,6 +35,12 @@ final class KafkaConfigCheckTests: XCTestCase {
         XCTAssertEqual(mechanism?.kind, .badValue)
         XCTAssertEqual(mechanism?.description,
                        "invalid value 'SCRAM' for librdkafka property 'sasl.mechanism' (expected one of: GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
+    }
+
+    func testUnreadableFilesAreBadValues() {
+        XCTAssertEqual(KafkaConfigCheck.problem(name: "ssl.ca.location", value: "/nonexistent/ca.pem")?.message,
+                       "cannot read '/nonexistent/ca.pem' for librdkafka property 'ssl.ca.location'")
+        XCTAssertEqual(KafkaConfigCheck.problem(name: "ssl.key.location", value: "/nonexistent/key.pem")?.kind, .badValue)
     }
 
     func testPropertyTableComesFromLibrdkafka() {
