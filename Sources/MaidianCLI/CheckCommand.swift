@@ -90,6 +90,19 @@ struct CheckCommand: ParsableCommand {
     }
 }
 
+/// librdkafka's verdict on one property of a pipeline's `source.kafka` (consumer) or `producer.kafka`.
+@Sendable func kafkaPropertyProblem(
+    name: String, value: String, client: WrittenKafkaProperty.Client
+) -> PipelineCheck.KafkaPropertyProblem? {
+    if let problem = kafkaPropertyProblem(name: name, value: value) { return problem }
+    let scope: KafkaConfigCheck.Scope = client == .consumer ? .consumer : .producer
+    guard KafkaConfigCheck.ignored(name: name, by: scope) else { return nil }
+    let other = client == .consumer ? "producer" : "consumer"
+    return .init(
+        message: "'\(name)' is a \(other) property: the \(client.rawValue) ignores it",
+        hint: "move it to \(client == .consumer ? "producer.kafka" : "source.kafka")", unknownName: false, isWarning: true)
+}
+
 /// librdkafka's verdict on one property, in the words `maidian check` prints.
 @Sendable func kafkaPropertyProblem(name: String, value: String) -> PipelineCheck.KafkaPropertyProblem? {
     guard let problem = KafkaConfigCheck.problem(name: name, value: value) else { return nil }

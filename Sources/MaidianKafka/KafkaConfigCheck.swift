@@ -1,4 +1,9 @@
 import CRdKafka
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Checks librdkafka property names and values offline, by asking librdkafka itself: each property is set
 /// on a scratch configuration that no client ever uses, so the answer is exactly what a client would say
@@ -21,7 +26,11 @@ public enum KafkaConfigCheck {
         case RD_KAFKA_CONF_UNKNOWN:
             return Problem(kind: .unknownName, message: "unknown librdkafka property '\(name)'")
         default:
-            return Problem(kind: .badValue, message: message(errstr), allowed: valueHints[name] ?? [])
+            return Problem(kind: .badValue, message: message(errstr), allowed: valueHints[name] ?? rangeHint(name))
+        }
+        // A certificate or key file that is not there fails only when a client starts, far from the setting.
+        if name.hasPrefix("ssl."), name.hasSuffix(".location"), value != "probe", !value.isEmpty, access(value, R_OK) != 0 {
+            return Problem(kind: .badValue, message: "cannot read '\(value)' for librdkafka property '\(name)'")
         }
         if let allowed = textEnums[name], !allowed.contains(value) {
             return Problem(
@@ -68,31 +77,57 @@ public enum KafkaConfigCheck {
         ]
     }()
 
-    /// librdkafka's names of every property (global and topic level), for "did you mean" hints.
-    public static let propertyNames: [String] = {
-        // rd_kafka_conf_dump lists the properties a configuration has a value for; a fresh one has
-        // defaults for most, which is the list a misspelling is compared against.
-        let conf = rd_kafka_conf_new()!
-        defer { rd_kafka_conf_destroy(conf) }
-        var names: [String] = []
-        var count = 0
-        if let dump = rd_kafka_conf_dump(conf, &count) {
-            for i in stride(from: 0, to: count, by: 2) { names.append(String(cString: dump[i]!)) }
-            rd_kafka_conf_dump_free(dump, count)
+    /// Which clients use a property.
+    public enum Scope: Sendable, Equatable { case consumer, producer, both }
+
+    /// One row of librdkafka's property table.
+    public struct Property: Sendable, Equatable {
+        public var name: String
+        public var scope: Scope
+        /// As librdkafka writes it: `-1 .. 1000`, `true, false`, `none, gzip, snappy, lz4, zstd`, or empty.
+        public var range: String
+    }
+
+    /// Every property of the librdkafka this process runs (2.0.2 in the image), global and topic level, from
+    /// `rd_kafka_conf_properties_show`: the table CONFIGURATION.md is generated from, so it cannot drift
+    /// from the library that validates the values.
+    public static let properties: [String: Property] = {
+        var buffer: UnsafeMutablePointer<CChar>?
+        var size = 0
+        guard let stream = open_memstream(&buffer, &size) else { return [:] }
+        rd_kafka_conf_properties_show(stream)
+        fclose(stream)
+        defer { free(buffer) }
+        guard let buffer else { return [:] }
+        var table: [String: Property] = [:]
+        for line in String(cString: buffer).split(separator: "\n") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map(trimmed)
+            guard cells.count >= 6, let first = cells[0].first, first.isLetter, cells[0] != "Property" else { continue }
+            let scope: Scope = cells[1] == "C" ? .consumer : cells[1] == "P" ? .producer : .both
+            table[cells[0]] = Property(name: cells[0], scope: scope, range: cells[2])
         }
-        if let topicConf = rd_kafka_topic_conf_new() {
-            if let dump = rd_kafka_topic_conf_dump(topicConf, &count) {
-                for i in stride(from: 0, to: count, by: 2) { names.append(String(cString: dump[i]!)) }
-                rd_kafka_conf_dump_free(dump, count)
-            }
-            rd_kafka_topic_conf_destroy(topicConf)
-        }
-        // Properties without a default are not in the dump: the usual ones of a secured cluster.
-        names += ["sasl.username", "sasl.password", "ssl.ca.location", "ssl.certificate.location",
-                  "ssl.key.location", "ssl.key.password", "sasl.mechanism", "security.protocol", "acks", "group.id",
-                  "bootstrap.servers", "client.id", "compression.type", "auto.offset.reset"]
-        return Array(Set(names)).sorted()
+        return table
     }()
+
+    /// librdkafka's names of every property, for "did you mean" hints.
+    public static var propertyNames: [String] { properties.keys.sorted() }
+
+    /// Whether a client of `scope` ignores `name` (librdkafka only warns about it when the client starts).
+    public static func ignored(name: String, by client: Scope) -> Bool {
+        guard let p = properties[name], p.scope != .both, client != .both else { return false }
+        return p.scope != client
+    }
+
+    /// The range librdkafka's table gives a property: its values, or `an integer in a .. b`.
+    static func rangeHint(_ name: String) -> [String] {
+        guard let range = properties[name]?.range, !range.isEmpty else { return [] }
+        if range.contains("..") { return ["an integer in " + range] }
+        return range.split(separator: ",").map(trimmed)
+    }
+
+    private static func trimmed(_ s: Substring) -> String {
+        String(s.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+    }
 
     private static func message(_ errstr: [CChar]) -> String {
         let bytes = errstr.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }

@@ -31,11 +31,14 @@ public struct PipelineCheck {
         public var hint: String?
         /// The property name is unknown (the error is located at the name, else at the value).
         public var unknownName: Bool
+        /// Not an error: the client ignores the property (a producer property in `source.kafka`).
+        public var isWarning: Bool
 
-        public init(message: String, hint: String? = nil, unknownName: Bool) {
+        public init(message: String, hint: String? = nil, unknownName: Bool, isWarning: Bool = false) {
             self.message = message
             self.hint = hint
             self.unknownName = unknownName
+            self.isWarning = isWarning
         }
     }
 
@@ -43,12 +46,12 @@ public struct PipelineCheck {
     public var environment: [String: String]
     public var logger: Logger
     /// Checks one librdkafka property (MaidianKafka's `KafkaConfigCheck`; this module does not link librdkafka).
-    public var kafkaProperty: @Sendable (_ name: String, _ value: String) -> KafkaPropertyProblem?
+    public var kafkaProperty: @Sendable (_ name: String, _ value: String, _ client: WrittenKafkaProperty.Client) -> KafkaPropertyProblem?
 
     /// A checker.
     public init(
         registry: StageRegistry, environment: [String: String] = ProcessInfo.processInfo.environment, logger: Logger,
-        kafkaProperty: @escaping @Sendable (_ name: String, _ value: String) -> KafkaPropertyProblem?
+        kafkaProperty: @escaping @Sendable (_ name: String, _ value: String, _ client: WrittenKafkaProperty.Client) -> KafkaPropertyProblem?
     ) {
         self.registry = registry
         self.environment = environment
@@ -62,32 +65,44 @@ public struct PipelineCheck {
         guard let spec else { return Report(file: path, errors: specErrors, warnings: [], stageNames: []) }
         var errors = specErrors
         var stageNames: [String] = []
+        var defaultTopics: [[String]] = []
         do {
             let engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
             stageNames = engine.stageNames
+            defaultTopics = engine.stages.map(\.outputTopics)
         } catch {
             errors += PipelineErrors.flatten(error)
         }
-        errors += kafkaErrors(spec)
+        let kafka = kafkaFindings(spec)
+        errors += kafka.errors
         // A pipeline without outputs runs and writes nothing, not even dead letters: refused, not warned of.
         do { try spec.requireOutputs() } catch { errors += PipelineErrors.flatten(error) }
         return Report(
             file: path, errors: PipelineErrors.sortedUnique(errors),
-            warnings: PipelineErrors.sortedUnique(Self.warnings(spec)), stageNames: stageNames)
+            warnings: PipelineErrors.sortedUnique(Self.warnings(spec, stageTopics: defaultTopics) + kafka.warnings),
+            stageNames: stageNames)
     }
 
     /// librdkafka properties of `source.kafka` and `producer.kafka` that a client would reject, located.
     public func kafkaErrors(_ spec: PipelineSpec) -> [PipelineError] {
-        spec.writtenKafkaProperties.compactMap { p in
-            guard let problem = kafkaProperty(p.name, p.value) else { return nil }
-            return PipelineError(
-                code: problem.unknownName ? .unknownKey : .badValue, message: problem.message,
-                location: problem.unknownName ? p.nameLocation : p.valueLocation, hint: problem.hint)
-        }
+        kafkaFindings(spec).errors
     }
 
-    /// Pipelines that load but cannot work as meant.
-    public static func warnings(_ spec: PipelineSpec) -> [PipelineError] {
+    func kafkaFindings(_ spec: PipelineSpec) -> (errors: [PipelineError], warnings: [PipelineError]) {
+        var errors: [PipelineError] = [], warnings: [PipelineError] = []
+        for p in spec.writtenKafkaProperties {
+            guard let problem = kafkaProperty(p.name, p.value, p.client) else { continue }
+            let e = PipelineError(
+                code: problem.unknownName ? .unknownKey : .badValue, message: problem.message,
+                location: problem.unknownName || problem.isWarning ? p.nameLocation : p.valueLocation, hint: problem.hint)
+            if problem.isWarning { warnings.append(e) } else { errors.append(e) }
+        }
+        return (errors, warnings)
+    }
+
+    /// Pipelines that load but cannot work as meant. `stageTopics`: the topics each stage and output (in
+    /// that order) writes, defaults included, when the engine was built (empty otherwise).
+    public static func warnings(_ spec: PipelineSpec, stageTopics: [[String]] = []) -> [PipelineError] {
         var warnings: [PipelineError] = []
         let fileStart = SourceLocation(file: spec.file, line: 1, column: 1)
         func warn(_ message: String, _ location: SourceLocation?, hint: String? = nil) {
@@ -101,10 +116,19 @@ public struct PipelineCheck {
 
         // Topics written by more than one output (or stage), and outputs into the source topic.
         var writers: [String: (kind: String, location: SourceLocation)] = [:]
-        for stage in spec.stages + spec.outputs {
+        let all = spec.stages + spec.outputs
+        for (i, stage) in all.enumerated() {
+            var topics: [(String, SourceLocation)] = []
             for entry in stage.node.entries ?? [] where entry.key == "topic" || entry.key.hasSuffix("_topic") {
-                guard let topic = entry.value.string else { continue }
-                let at = entry.value.location
+                if let topic = entry.value.string { topics.append((topic, entry.value.location)) }
+            }
+            // Topics the stage writes by default (windows' metrics.counts when counts_topic is left out).
+            if stageTopics.count == all.count {
+                for topic in stageTopics[i] where !topics.contains(where: { $0.0 == topic }) {
+                    topics.append((topic, stage.kindLocation))
+                }
+            }
+            for (topic, at) in topics {
                 if topic == spec.source.topic {
                     warn("'\(stage.kind)' writes into the source topic '\(topic)': the pipeline would read its own output", at)
                 }

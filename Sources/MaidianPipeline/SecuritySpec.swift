@@ -38,9 +38,15 @@ public struct SecuritySpec: Decodable, Sendable, Equatable {
 
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
-            mechanism = try c.decode(Mechanism.self, forKey: .mechanism)
-            username = try c.decode(String.self, forKey: .username)
+            // Optional reads so that every problem of the section is reported, the missing keys after.
+            let mechanism = try c.decodeIfPresent(Mechanism.self, forKey: .mechanism)
+            let username = try c.decodeIfPresent(String.self, forKey: .username)
             password = try SecuritySpec.secret(c, .passwordEnv, decoder) ?? ""
+            self.mechanism = mechanism ?? .plain
+            self.username = username ?? ""
+            for key in [CodingKeys.mechanism, .username] where !c.contains(key) {
+                try decoder.report(decoder.fail("missing key '\(key.stringValue)'", code: .missingKey))
+            }
             if !c.contains(.passwordEnv) {
                 throw decoder.fail(
                     "missing key 'password_env'",

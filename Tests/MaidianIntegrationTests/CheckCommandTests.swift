@@ -61,11 +61,13 @@ final class CheckCommandTests: XCTestCase {
                 topic: events.enriched
               - kind: dead_letter
                 topic: events.enriched
+              - topic: events.other
             producer:
               kafka:
                 acks: maybe
             metrics:
               port: 70000
+              port: 9464
             """)
         let (status, _, stderr) = try maidian(["check", pipeline])
         XCTAssertEqual(status, 1)
@@ -85,8 +87,10 @@ final class CheckCommandTests: XCTestCase {
             "broken.yaml:18:12: error: cannot read",
             "broken.yaml:25:12: warning: topic 'events.enriched' is also written by 'enriched' at 23:12",
             "broken.yaml:25:12: warning: dead letters go to 'events.enriched'",
-            "broken.yaml:28:11: error: Invalid value for configuration property \"request.required.acks\" (expected one of: all, -1, 0, 1)",
-            "broken.yaml:30:9: error: metrics.port must be in 0...65535",
+            "broken.yaml:26:5: error: missing key 'kind'",
+            "broken.yaml:29:11: error: Invalid value for configuration property \"request.required.acks\" (expected one of: all, -1, 0, 1)",
+            "broken.yaml:31:9: error: metrics.port must be in 0...65535",
+            "broken.yaml:32:3: error: duplicate key 'port' (first defined at 31:3)",
         ]
         for prefix in expected {
             XCTAssertTrue(lines.contains { $0.hasPrefix(prefix) }, "missing: \(prefix)\nin:\n\(lines.joined(separator: "\n"))")
@@ -98,7 +102,7 @@ final class CheckCommandTests: XCTestCase {
         let (jsonStatus, json, _) = try maidian(["check", "--format", "json", pipeline])
         XCTAssertEqual(jsonStatus, 1)
         let root = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        XCTAssertEqual(root["errors"] as? Int, 12)
+        XCTAssertEqual(root["errors"] as? Int, 14)
         XCTAssertEqual(root["warnings"] as? Int, 4)
         let problems = try XCTUnwrap(((root["files"] as? [[String: Any]])?.first)?["problems"] as? [[String: Any]])
         let maxBatch = try XCTUnwrap(problems.first { ($0["message"] as? String) == "max_batch must be at least 1" })
@@ -131,6 +135,11 @@ final class CheckCommandTests: XCTestCase {
         XCTAssertTrue(stderr.contains("-X compression.type=brotli: Invalid value \"brotli\""), stderr)
         XCTAssertTrue(stderr.contains("-X foo.bar=1: unknown librdkafka property 'foo.bar'"), stderr)
         XCTAssertFalse(stderr.contains("KafkaError"), stderr)
+
+        // `run` says loudly that without brokers it runs on an embedded in-memory broker.
+        let (_, help, _) = try maidian(["run", "--help"])
+        XCTAssertTrue(help.replacingOccurrences(of: "\n", with: " ").contains("EMBEDDED IN-MEMORY BROKER"), help)
+        XCTAssertTrue(help.contains("-X <name=value>"), help)
 
         // No broker anywhere: produce/record/peek say so instead of trying localhost.
         let (noBrokers, _, noBrokersErr) = try maidian(["record", "--out", dir.appendingPathComponent("x.ndjson").path], environment: ["MAIDIAN_BROKERS": ""])

@@ -604,4 +604,78 @@ final class ConfigDecoderTests: XCTestCase {
         XCTAssertTrue(PipelineErrors.combined([e]) is PipelineError)
         XCTAssertTrue(PipelineErrors.combined([e, PipelineError(code: .invalid, message: "x")]) is PipelineErrors)
     }
+
+    // MARK: - One pass
+
+    func testEveryProblemOfADocumentInOnePass() {
+        // Bad optional keys, bad list elements, a check reported from init(from:), and unknown keys:
+        // all of them, each at its value, without stopping at the first.
+        let lines = errorLines {
+            _ = try decode(ReportingConfig.self, """
+                limit: 0
+                name: [x]
+                items:
+                  - {topic: a, partitions: many}
+                  - {topic: b, partitions: 2, extra: 1}
+                  - {partitions: 3}
+                dedup: {window: soon}
+                """)
+        }
+        XCTAssertEqual(lines, [
+            "pipelines/x.yaml:1:8: limit must be at least 1",
+            "pipelines/x.yaml:2:7: expected a string for 'name', got a list",
+            "pipelines/x.yaml:4:28: expected an integer for 'partitions', got 'many'",
+            "pipelines/x.yaml:5:31: unknown key 'extra' (valid keys: topic, partitions, group)",
+            "pipelines/x.yaml:6:5: missing key 'topic'",
+            "pipelines/x.yaml:7:17: expected a duration for 'window', got 'soon' (use e.g. 60s, 10m, 500ms)",
+        ])
+    }
+
+    func testDecodeCollectingReturnsTheValueWithItsProblems() throws {
+        let node = try parse("limit: 0\nitems: []\nname: n\ntypo: 1\n")
+        let (value, problems) = ConfigDecoder().decodeCollecting(ReportingConfig.self, from: node)
+        XCTAssertEqual(value?.name, "n")
+        XCTAssertEqual(value?.limit, 0, "kept as written, reported")
+        XCTAssertEqual(problems.map(\.description), [
+            "pipelines/x.yaml:1:8: limit must be at least 1",
+            "pipelines/x.yaml:4:1: unknown key 'typo' (valid keys: limit, name, items, dedup)",
+        ])
+        let broken = ConfigDecoder().decodeCollecting(SourceConfig.self, from: try parse("partitions: 1\n"))
+        XCTAssertNil(broken.value)
+        XCTAssertEqual(broken.errors.map(\.code), [.missingKey])
+    }
+
+    func testScalarsAsJSON() throws {
+        let node = try parse("""
+            a: 1
+            b: -2.5e3
+            c: 3.2.1
+            d: '42'
+            e: true
+            f: yes
+            g: ~
+            h: [x, {i: "q\\"uote"}]
+            j: 0x1F
+            """)
+        XCTAssertEqual(node.jsonText, #"{"a":1,"b":-2.5e3,"c":"3.2.1","d":"42","e":true,"f":"yes","g":null,"h":["x",{"i":"q\"uote"}],"j":"0x1F"}"#)
+    }
+}
+
+/// Decoded in one pass: every problem is reported.
+private struct ReportingConfig: Decodable {
+    var limit: Int
+    var name: String?
+    var items: [SourceConfig]
+    var dedup: DedupConfig?
+
+    enum CodingKeys: String, CodingKey { case limit, name, items, dedup }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        limit = try c.decodeIfPresent(Int.self, forKey: .limit) ?? 1
+        name = try c.decodeIfPresent(String.self, forKey: .name)
+        items = try c.decodeIfPresent([SourceConfig].self, forKey: .items) ?? []
+        dedup = try c.decodeIfPresent(DedupConfig.self, forKey: .dedup)
+        if limit < 1 { try decoder.report(decoder.fail("limit must be at least 1", forKey: CodingKeys.limit)) }
+    }
 }
