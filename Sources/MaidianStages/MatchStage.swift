@@ -148,6 +148,7 @@ public final class MatchStage: Stage {
             } else {
                 Self.fastMatch(batch, ev, role, matcher, &w)
             }
+            if matcher.hasConditions && !w.hits.isEmpty { Self.checkConditions(batch, ev, matcher, &w) }
             if w.hits.isEmpty { continue }
             matched += 1
             Self.publishHits(&batch, i, outputs, w)
@@ -192,6 +193,8 @@ public final class MatchStage: Stage {
         var cache: MatchCache?
         /// `addParameters`' copies, and where each added property ends (relative to the first).
         var pieces: [Piece] = [], ends: [Int32] = []
+        /// `where:` conditions' per-event state.
+        var conditions = ConditionScratch()
 
         mutating func resize(names: Int) {
             found = Array(repeating: -1, count: 15)
@@ -398,8 +401,59 @@ public final class MatchStage: Stage {
     static func slowMatch(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) -> Bool {
         let f = facts(batch, ev, role, w.found)
         if matcher.isIgnored(page: f.page) { return false }
-        matcher.match(role: role, facts: f, into: &w.hits)
+        // Conditions read the batch's properties: `checkConditions`, as for the fast path.
+        matcher.match(role: role, facts: f, into: &w.hits, conditions: false)
         return true
+    }
+
+    /// Drops the hits whose `where:` conditions do not hold (read from the event's kept properties).
+    static func checkConditions(_ batch: borrowing EventBatch, _ ev: EventView, _ matcher: RuleMatcher, _ w: inout Work) {
+        batch.json.withUnsafeBufferPointer { j in
+            batch.scratch.withUnsafeBufferPointer { s in
+                batch.properties.withUnsafeBufferPointer { props in
+                    let lo = Int(ev.firstProperty)
+                    var reader = BatchProperties(json: j.baseAddress!, scratch: s.baseAddress ?? j.baseAddress!, props: props.baseAddress!,
+                                                 range: lo..<(lo + Int(ev.propertyCount)))
+                    let lib = ev.lib.isPresent ? RawText(j.baseAddress! + Int(ev.lib.start), ev.lib.count) : RawText.absent
+                    matcher.applyConditions(&w.hits, from: 0, properties: &reader, lib: lib, scratch: &w.conditions)
+                }
+            }
+        }
+    }
+
+    /// The kept properties of one event as `where:` conditions read them (pointers valid during `checkConditions`).
+    struct BatchProperties: EventProperties {
+        let json: UnsafePointer<UInt8>, scratch: UnsafePointer<UInt8>, props: UnsafePointer<Property>
+        let range: Range<Int>
+        /// A string with escapes, decoded (rare).
+        var decoded: [UInt8] = []
+
+        mutating func value(of name: UnsafeRawBufferPointer) -> PropertyValue? {
+            let n = name.count
+            for k in range {
+                let p = props[k]
+                guard p.fix != .drop, p.name.count == n,
+                      n == 0 || memcmpEqual(json + Int(p.name.start), name.baseAddress!.assumingMemoryBound(to: UInt8.self), n) else { continue }
+                let replaced = p.fix == .replace
+                let start = replaced ? scratch + Int(p.replacement.start) : json + Int(p.value.start)
+                let count = replaced ? p.replacement.count : p.value.count
+                switch p.kind {
+                case .string:
+                    guard count >= 2 else { return nil }
+                    if replaced || p.valueEscaped {
+                        decoded = unescapeJSONString(UnsafeRawBufferPointer(start: start + 1, count: count - 2))
+                        // Not touched again until the next look-up: the bytes stay put.
+                        return decoded.withUnsafeBufferPointer { PropertyValue(kind: .string, text: RawText($0.baseAddress ?? start, $0.count)) }
+                    }
+                    return PropertyValue(kind: .string, text: RawText(start + 1, count - 2))
+                case .number: return PropertyValue(kind: .number, text: RawText(start, count))
+                case .bool: return PropertyValue(kind: .bool, text: RawText(start, count))
+                case .object: return PropertyValue(kind: .object, text: RawText(start, count))
+                case .null, .array: return PropertyValue(kind: .other, text: RawText(start, count))
+                }
+            }
+            return nil
+        }
     }
 
     /// What the matcher reads of an event, decoded to Strings; `found` comes from `findProperties`.

@@ -11,7 +11,7 @@ final class RuleSetGeneratorTests: XCTestCase {
     /// Page views and clicks of `testdata/traffic/sample.ndjson`, decoded.
     static let sample: [(EventRole, EventFacts)] = {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../../testdata/traffic/sample.ndjson").standardized.path
+            .appendingPathComponent("../../testdata/traffic/sample.ndjson").standardized.path
         guard let records = try? Recording.read(path: path) else { return [] }
         var out: [(EventRole, EventFacts)] = []
         let decoder = RecordDecoder()

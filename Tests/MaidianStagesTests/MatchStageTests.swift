@@ -110,6 +110,47 @@ final class MatchStageTests: XCTestCase {
         XCTAssertEqual(stage.matchedCounter.value, 4)
     }
 
+    /// `where:` conditions read the batch's kept properties (escaped values decoded), after the cached match.
+    func testConditionsOnBatchProperties() throws {
+        let rules = """
+        pages:
+          - {id: sale, screen: HomeViewController, where: {$title: {regex: "^Sale"}}}
+        elements:
+          - id: phones
+            path: "UIWindow-UIView"
+            type: UIButton
+            where: {item_name: [Phones, Tablets], price: {">=": 100}}
+          - id: cells_on_sale
+            path: "UIWindow-UITableView"
+            type: UITableViewCell
+            content_key: "UIView-UILabel(0)"
+            content: {regex: "^Sa"}
+        """
+        let stage = MatchStage(matcher: try RuleMatcher(rules: RulesFile.parse(rules)), context: StageHarness.context())
+        let h = try harness(stage)
+        func click(_ id: Int64, _ extra: String) -> String {
+            trackEvent(event: "$AppClick", trackID: id, properties:
+                #"{"$screen_name":"HomeViewController","$element_path":"UIWindow-UIView","$element_type":"UIButton","# + extra + "}")
+        }
+        let events = [
+            click(1, #""item_name":"Phones","price":120"#),
+            click(2, #""item_name":"Phones","price":99.5"#),
+            click(3, #""item_name":"Tab\u006cets","price":"100""#),
+            click(4, #""item_name":"Laptops","price":500"#),
+            click(5, #""price":500"#),
+            trackEvent(event: "$AppViewScreen", trackID: 6, properties: #"{"$screen_name":"HomeViewController","$title":"Sale now"}"#),
+            trackEvent(event: "$AppViewScreen", trackID: 7, properties: #"{"$screen_name":"HomeViewController","$title":"New"}"#),
+            trackEvent(event: "$AppClick", trackID: 8, properties: Self.cell),
+            trackEvent(event: "$AppClick", trackID: 9, properties: Self.cell.replacingOccurrences(of: "Sale", with: "New")),
+        ]
+        let r = try h.run([TestRecord(json: "[" + events.joined(separator: ",") + "]")])
+        let matched = (0..<9).map { props(r, $0)["$matched_rules"] as? [String] ?? [] }
+        XCTAssertEqual(matched, [["phones"], [], ["phones"], [], [], ["sale"], [], ["cells_on_sale"], []])
+        XCTAssertEqual(hits(h, 0).map(\.0), ["\"phones\""])
+        XCTAssertEqual(hits(h, 1).count, 0, "no hit for a candidate whose conditions fail")
+        XCTAssertEqual(stage.matchedCounter.value, 4)
+    }
+
     func testConfigFromYAML() throws {
         let dir = try tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
