@@ -28,6 +28,15 @@ extension EventFacts {
         f.currentURL = text("current_url")
         f.pagePath = text("$page_path")
         f.appVersion = text("$app_version")
+        // Every kept property, for `where:` conditions.
+        for k in Int(ev.firstProperty)..<Int(ev.firstProperty + ev.propertyCount) where batch.properties[k].fix != .drop {
+            let p = batch.properties[k]
+            let rawName = Array(batch.json[Int(p.name.start)..<Int(p.name.end)])
+            let name = p.nameEscaped ? rawName.withUnsafeBytes { unescapeJSONString($0) } : rawName
+            let span = p.fix == .replace ? p.replacement : p.value
+            let arena = p.fix == .replace ? batch.scratch : batch.json
+            f.properties.append((String(decoding: name, as: UTF8.self), String(decoding: arena[Int(span.start)..<Int(span.end)], as: UTF8.self)))
+        }
         if f.appVersion == nil, ev.lib.isPresent {
             let lib = Array(batch.json[Int(ev.lib.start)..<Int(ev.lib.end)])
             f.appVersion = lib.withUnsafeBufferPointer { RuleMatcher.libAppVersion(RawText($0.baseAddress, $0.count)) }

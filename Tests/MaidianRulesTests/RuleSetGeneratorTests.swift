@@ -84,6 +84,31 @@ final class RuleSetGeneratorTests: XCTestCase {
         }
     }
 
+    /// `bench-match --conditions`: the generated `where:` conditions load, and some hold on the sample's events.
+    func testGeneratedConditionsLoadAndFilter() throws {
+        try XCTSkipIf(Self.sample.isEmpty, "needs testdata/traffic/sample.ndjson")
+        let plain = try RuleMatcher(rules: RulesFile.parse(RuleSetGenerator(catalog: Self.catalog).yaml(count: 1000)))
+        let text = RuleSetGenerator(catalog: Self.catalog, conditions: 50).yaml(count: 1000)
+        let rules = try RulesFile.parse(text, file: "rules-1000.yaml")
+        let withWhere = rules.pages.filter { !$0.conditions.isEmpty }.count + rules.elements.filter { !$0.conditions.isEmpty }.count
+            + rules.actions.filter { !$0.conditions.isEmpty }.count
+        XCTAssertGreaterThan(withWhere, 300)
+        XCTAssertLessThan(withWhere, 700)
+        let m = try RuleMatcher(rules: rules)
+        XCTAssertTrue(m.hasConditions)
+        var kept = 0, dropped = 0
+        for (role, facts) in Self.sample.prefix(3000) {
+            var all: [Int] = [], filtered: [Int] = []
+            plain.match(role: role, facts: facts, into: &all)
+            m.match(role: role, facts: facts, into: &filtered)
+            XCTAssertTrue(Set(filtered).isSubset(of: Set(all)), "conditions only remove candidates")
+            kept += filtered.count
+            dropped += all.count - filtered.count
+        }
+        XCTAssertGreaterThan(kept, 0)
+        XCTAssertGreaterThan(dropped, 0)
+    }
+
     /// The multi-pattern scan reports exactly the patterns that match when each is compiled and tried alone.
     func testMultiPatternScanEqualsOneByOne() throws {
         try XCTSkipIf(Self.sample.isEmpty, "needs testdata/traffic/sample.ndjson")
