@@ -410,6 +410,8 @@ extension RuleMatcher {
     }
 
     static let appVersionName = Array("$app_version".utf8)
+    /// `$app_version` (a key in `lib`).
+    public static var appVersionKey: [UInt8] { appVersionName }
     static let contentName = Array("$element_content".utf8)
 }
 

@@ -24,10 +24,20 @@ public final class MatchStage: Stage {
         public var reload: Bool = true
         /// How often, at most, the rules file is checked for a new version (between batches). `0s`: every batch.
         public var reloadCheck: ConfigDuration = .seconds(1)
+        /// The release watchdog's topic (`rules.health`, see docs/rules.md); nil: no watchdog.
+        public var healthTopic: String?
+        /// Events of a rule's kind on its page, on one app version, before the version is judged.
+        public var healthMinEvents: Int = 100
+        /// A share of matches below this fraction of the previous version's raises a record.
+        public var healthDropRatio: Double = 0.1
+        /// How often, at most, the watchdog's counts are judged (between batches). `0s`: every batch.
+        public var healthCheck: ConfigDuration = .seconds(60)
 
         enum CodingKeys: String, CodingKey {
             case rules, reload
             case reloadCheck = "reload_check"
+            case healthTopic = "health_topic", healthMinEvents = "health_min_events", healthDropRatio = "health_drop_ratio"
+            case healthCheck = "health_check"
         }
 
         /// Options.
@@ -43,6 +53,14 @@ public final class MatchStage: Stage {
             rules = try c.decode(String.self, forKey: .rules)
             reload = try c.decodeIfPresent(Bool.self, forKey: .reload) ?? true
             reloadCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .reloadCheck) ?? .seconds(1)
+            healthTopic = try c.decodeIfPresent(String.self, forKey: .healthTopic)
+            healthMinEvents = try c.decodeIfPresent(Int.self, forKey: .healthMinEvents) ?? 100
+            healthDropRatio = try c.decodeIfPresent(Double.self, forKey: .healthDropRatio) ?? 0.1
+            healthCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .healthCheck) ?? .seconds(60)
+            if healthMinEvents < 1 { throw decoder.fail("'health_min_events' must be at least 1", forKey: CodingKeys.healthMinEvents, code: .badValue) }
+            if !(healthDropRatio > 0 && healthDropRatio <= 1) {
+                throw decoder.fail("'health_drop_ratio' must be in (0, 1]", forKey: CodingKeys.healthDropRatio, code: .badValue)
+            }
         }
     }
 
@@ -74,6 +92,13 @@ public final class MatchStage: Stage {
     let reloadFailures: StageCounter
     let versionCounter: StageCounter
 
+    // The release watchdog (nil without `health_topic`); counts start again with each rule set.
+    private var watchdog: RulesWatchdog?
+    private let health: (topic: String, options: RulesWatchdog.Options, every: Duration)?
+    private var healthTopicIndex: Int32 = -1
+    private var nextHealthCheck: ContinuousClock.Instant
+    let healthAlerts: StageCounter
+
     /// Loads and compiles the rules file.
     public init(config: Config, context: StageContext) throws {
         let path = context.resolvePath(config.rules)
@@ -89,10 +114,22 @@ public final class MatchStage: Stage {
         reloadFailures = context.counter("rules_reload_failures")
         versionCounter = context.counter("rules_version")
         versionCounter.add()
+        health = config.healthTopic.map {
+            ($0, RulesWatchdog.Options(minEvents: config.healthMinEvents, dropRatio: config.healthDropRatio), .milliseconds(config.healthCheck.milliseconds))
+        }
+        let loaded = matcher
+        watchdog = health.map { RulesWatchdog(matcher: loaded, options: $0.options) }
+        nextHealthCheck = ContinuousClock.now.advanced(by: health?.every ?? .zero)
+        healthAlerts = context.counter("rules_health_alerts")
     }
 
-    /// Builds the stage from already loaded rules (tests); no reloading.
-    public init(matcher: RuleMatcher, context: StageContext) {
+    /// Builds the stage from already loaded rules (tests); no reloading. `health`: the watchdog's topic, options
+    /// and check interval (nil: none).
+    public init(matcher: RuleMatcher, context: StageContext, health: (topic: String, options: RulesWatchdog.Options, every: Duration)? = nil) {
+        self.health = health
+        watchdog = health.map { RulesWatchdog(matcher: matcher, options: $0.options) }
+        nextHealthCheck = ContinuousClock.now.advanced(by: health?.every ?? .zero)
+        healthAlerts = context.counter("rules_health_alerts")
         self.matcher = matcher
         rulesPath = nil
         reloadEvery = nil
@@ -149,12 +186,63 @@ public final class MatchStage: Stage {
                 Self.fastMatch(batch, ev, role, matcher, &w)
             }
             if matcher.hasConditions && !w.hits.isEmpty { Self.checkConditions(batch, ev, matcher, &w) }
+            if let watchdog { Self.watch(batch, ev, role, watchdog, w) }
             if w.hits.isEmpty { continue }
             matched += 1
             Self.publishHits(&batch, i, outputs, w)
             if outputs.hasEntries { Self.addParameters(&batch, i, ev, outputs, &w) }
         }
         if matched > 0 { matchedCounter.add(matched) }
+        if let watchdog, let health, let last = batch.events.last, health.every == .zero || clock.now >= nextHealthCheck {
+            nextHealthCheck = clock.now.advanced(by: health.every)
+            writeAlerts(watchdog.alerts(), topic: health.topic, record: last.record, &output)
+        }
+    }
+
+    /// Counts one page view or click for the watchdog: its page and app version as raw bytes (escaped or
+    /// replaced ones are left out: rare, and a count is an estimate of traffic).
+    static func watch(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ watchdog: RulesWatchdog, _ w: borrowing Work) {
+        batch.json.withUnsafeBufferPointer { j in
+            let base = j.baseAddress!
+            func raw(_ n: Int) -> RawText {
+                let k = w.found[n]
+                guard k >= 0 else { return .absent }
+                let p = batch.properties[k]
+                guard p.fix == .keep, !p.valueEscaped else { return .absent }
+                switch p.kind {
+                case .string: return RawText(base + Int(p.value.start) + 1, p.value.count - 2)
+                case .number: return RawText(base + Int(p.value.start), p.value.count)
+                default: return .absent
+                }
+            }
+            let screen = raw(0)
+            let page = screen.isPresent ? screen : raw(1)
+            var version = raw(3)
+            if !version.isPresent && ev.lib.isPresent {
+                let lib = UnsafeRawBufferPointer(start: base + Int(ev.lib.start), count: ev.lib.count)
+                let member = RuleMatcher.appVersionKey.withUnsafeBytes { MiniJSON.member($0, in: lib) }
+                if let r = member, lib[r.lowerBound] == 0x22 { version = RawText(base + Int(ev.lib.start) + r.lowerBound + 1, r.count - 2) }
+            }
+            watchdog.observe(role: role, page: page, version: version, hits: w.hits[...])
+        }
+    }
+
+    /// Writes the watchdog's new alerts to the `rules.health` topic: key `{rule}|{app_version}`, value the record.
+    private func writeAlerts(_ alerts: [RulesWatchdog.Alert], topic: String, record: Int32, _ output: inout OutputBuffer) {
+        guard !alerts.isEmpty else { return }
+        if healthTopicIndex < 0 { healthTopicIndex = output.topicIndex(topic) }
+        for a in alerts {
+            let keyStart = output.begin()
+            output.bytes.append(contentsOf: a.key.utf8)
+            let valueStart = output.bytes.count
+            output.bytes.append(contentsOf: a.json.utf8)
+            output.finish(topic: healthTopicIndex, record: record, keyStart: keyStart, valueStart: valueStart)
+            logger.warning("rule stopped matching on a release", metadata: [
+                "rule": "\(a.rule)", "app_version": "\(a.appVersion)", "page": "\(a.page)", "events": "\(a.events)", "matched": "\(a.matched)",
+                "previous_version": "\(a.previousVersion)",
+            ])
+        }
+        healthAlerts.add(alerts.count)
     }
 
     /// The fields of an event the stage reads. An `Event` is over 200 bytes: copying one out of the batch per
@@ -715,6 +803,7 @@ extension MatchStage {
         case .success(let fresh):
             let diff = RulesDiff(from: matcher.rules, to: fresh.rules)
             matcher = fresh
+            if let health { watchdog = RulesWatchdog(matcher: fresh, options: health.options) }
             loadedStamp = delivery.stamp
             failedStamp = nil
             version += 1
