@@ -52,3 +52,17 @@ private indirect enum RuleDefinition: Equatable {
             }
     }
 }
+
+extension RulesFile {
+    /// The rules of this file that are new or changed since `old` (by `RulesDiff`), with this file's
+    /// `ignore_pages`: what a backfill recomputes.
+    public func changed(since old: RulesFile) -> RulesFile {
+        let diff = RulesDiff(from: old, to: self)
+        let keep = Set(diff.added + diff.changed)
+        var out = self
+        out.pages = pages.filter { keep.contains($0.id) }
+        out.elements = elements.filter { keep.contains($0.id) }
+        out.actions = actions.filter { keep.contains($0.id) }
+        return out
+    }
+}

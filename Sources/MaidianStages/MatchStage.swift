@@ -1,3 +1,4 @@
+import class Foundation.FileManager
 import class Foundation.Thread
 import Logging
 import MaidianEvents
@@ -32,12 +33,15 @@ public final class MatchStage: Stage {
         public var healthDropRatio: Double = 0.1
         /// How often, at most, the watchdog's counts are judged (between batches). `0s`: every batch.
         public var healthCheck: ConfigDuration = .seconds(60)
+        /// An older rules file: match only the rules added or changed since it (a backfill; see `replay
+        /// --rules-changed-since`). Relative to the pipeline file.
+        public var rulesChangedSince: String?
 
         enum CodingKeys: String, CodingKey {
             case rules, reload
             case reloadCheck = "reload_check"
             case healthTopic = "health_topic", healthMinEvents = "health_min_events", healthDropRatio = "health_drop_ratio"
-            case healthCheck = "health_check"
+            case healthCheck = "health_check", rulesChangedSince = "rules_changed_since"
         }
 
         /// Options.
@@ -57,6 +61,7 @@ public final class MatchStage: Stage {
             healthMinEvents = try c.decodeIfPresent(Int.self, forKey: .healthMinEvents) ?? 100
             healthDropRatio = try c.decodeIfPresent(Double.self, forKey: .healthDropRatio) ?? 0.1
             healthCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .healthCheck) ?? .seconds(60)
+            rulesChangedSince = try c.decodeIfPresent(String.self, forKey: .rulesChangedSince)
             if healthMinEvents < 1 { throw decoder.fail("'health_min_events' must be at least 1", forKey: CodingKeys.healthMinEvents, code: .badValue) }
             if !(healthDropRatio > 0 && healthDropRatio <= 1) {
                 throw decoder.fail("'health_drop_ratio' must be in (0, 1]", forKey: CodingKeys.healthDropRatio, code: .badValue)
@@ -78,6 +83,8 @@ public final class MatchStage: Stage {
     let rulesPath: String?
     /// nil: no reloading.
     let reloadEvery: Duration?
+    /// `rules_changed_since`, resolved.
+    let changedSince: String?
     private var logger: Logger
     private let clock = ContinuousClock()
     private var nextCheck: ContinuousClock.Instant
@@ -103,7 +110,9 @@ public final class MatchStage: Stage {
     public init(config: Config, context: StageContext) throws {
         let path = context.resolvePath(config.rules)
         let stamp = GeoFileStamp(path: path)
-        matcher = try RuleMatcher(rules: RulesFile.load(path: path))
+        let since = config.rulesChangedSince.map { context.resolvePath($0) }
+        changedSince = since
+        matcher = try RuleMatcher(rules: Self.load(path, changedSince: since))
         rulesPath = path
         reloadEvery = config.reload ? .milliseconds(config.reloadCheck.milliseconds) : nil
         loadedStamp = stamp
@@ -132,6 +141,7 @@ public final class MatchStage: Stage {
         healthAlerts = context.counter("rules_health_alerts")
         self.matcher = matcher
         rulesPath = nil
+        changedSince = nil
         reloadEvery = nil
         logger = context.logger
         nextCheck = clock.now
@@ -764,6 +774,38 @@ public final class MatchStage: Stage {
 // MARK: - reloading the rules file
 
 extension MatchStage {
+    /// The rules file at `path`; with `changedSince`, only its rules added or changed since that older file.
+    static func load(_ path: String, changedSince: String?) throws -> RulesFile {
+        let rules = try RulesFile.load(path: path)
+        guard let changedSince else { return rules }
+        return rules.changed(since: try RulesFile.load(path: changedSince))
+    }
+
+    /// `spec` with its `match` stage matching only the rules added or changed since `oldRules` (a path), and
+    /// without reloading or watchdog: the pipeline of a backfill. The stage's rules path is made absolute
+    /// (relative to the pipeline file, as before), `oldRules` too (relative to the working directory).
+    public static func backfill(_ spec: PipelineSpec, changedSince oldRules: String) throws -> PipelineSpec {
+        guard let m = spec.stages.firstIndex(where: { $0.kind == kind }) else {
+            throw PipelineError(code: .invalid, message: "pipeline '\(spec.file)' has no '\(kind)' stage", hint: "a backfill recomputes the rules of its match stage")
+        }
+        let config = try spec.stages[m].node.decode(Config.self, ignoringKeys: ["kind"])
+        // The stage resolves relative paths against the pipeline's directory: both are made absolute here.
+        let cwd = FileManager.default.currentDirectoryPath
+        func absolute(_ p: String) -> String { p.hasPrefix("/") ? p : cwd + "/" + p }
+        let file = absolute(spec.file)
+        let rules = config.rules.hasPrefix("/") ? config.rules : String(file[..<file.lastIndex(of: "/")!]) + "/" + config.rules
+        let oldRules = absolute(oldRules)
+        func q(_ s: String) -> String {
+            var out: [UInt8] = []
+            JSONOut.appendString(s, to: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        let yaml = "kind: \(kind)\nrules: \(q(rules))\nreload: false\nrules_changed_since: \(q(oldRules))\n"
+        var out = spec
+        out.stages[m].node = try ConfigDocument.parse(yaml: yaml, file: spec.file, environment: [:])
+        return out
+    }
+
     /// Between batches: installs a rule set loaded in the background, and looks at the file when it is time.
     private func reloadBetweenBatches(_ every: Duration) {
         if loading, let delivery = mailbox.take() {
@@ -788,9 +830,10 @@ extension MatchStage {
         if stamp == loadedStamp || stamp == failedStamp { return }
         loading = true
         let mailbox = self.mailbox
+        let since = changedSince
         // Parsing YAML and compiling regexes takes milliseconds: not on the worker thread.
         let thread = Thread {
-            mailbox.put(RulesMailbox.Delivery(stamp: stamp, result: Result { try RuleMatcher(rules: RulesFile.load(path: path)) }))
+            mailbox.put(RulesMailbox.Delivery(stamp: stamp, result: Result { try RuleMatcher(rules: Self.load(path, changedSince: since)) }))
         }
         thread.name = "maidian-rules-load"
         thread.start()
