@@ -28,6 +28,7 @@ struct BenchMatchCommand: ParsableCommand {
     @Option(help: "A pipeline whose stages before `match` prepare the batches (default: validate, calibrate_time, dedup).")
     var pipeline: String?
     @Option(help: "Seed of the rules generator.") var seed: UInt64 = 1
+    @Option(help: "Percentage of generated rules with a `where:` condition (any of, numeric, regex, equality).") var conditions: Int = 0
     @Option(help: "Write each generated rules file into this directory (rules-N.yaml).") var writeRules: String?
     @Flag(help: "Generate near misses only (nothing matches): the cost of looking rules up, without adding properties.")
     var noMatches = false
@@ -45,13 +46,13 @@ struct BenchMatchCommand: ParsableCommand {
         """
 
     struct Figure {
-        var rules = 0, regexRules = 0
+        var rules = 0, regexRules = 0, conditionRules = 0
         var loadSeconds = 0.0
         var events = 0, roleEvents = 0, matchedEvents = 0, addedProperties = 0
         var cpuSeconds = Double.infinity, wallSeconds = 0.0
         var eventsPerCPUSecond: Double { Double(events) / cpuSeconds }
         var json: String {
-            "{\"rules\":\(rules),\"regex_rules\":\(regexRules),\"load_s\":\(String(format: "%.3f", loadSeconds)),"
+            "{\"rules\":\(rules),\"regex_rules\":\(regexRules),\"condition_rules\":\(conditionRules),\"load_s\":\(String(format: "%.3f", loadSeconds)),"
                 + "\"events\":\(events),\"page_and_click_events\":\(roleEvents),\"matched_events\":\(matchedEvents),\"added_properties\":\(addedProperties),"
                 + "\"cpu_s\":\(String(format: "%.4f", cpuSeconds)),\"wall_s\":\(String(format: "%.4f", wallSeconds)),"
                 + "\"events_per_cpu_s\":\(Int(eventsPerCPUSecond))}"
@@ -100,7 +101,8 @@ struct BenchMatchCommand: ParsableCommand {
         let seen = catalog.summary
         logger.info("\(events) events in \(batches.count) batches (\(roleEvents) page views and clicks; \(seen.pages) pages, \(seen.elements) elements, \(seen.actions) action identifiers) prepared in \((ContinuousClock.now - loadStart).rounded)")
 
-        let generator = RuleSetGenerator(catalog: catalog, seed: seed)
+        guard (0...100).contains(conditions) else { throw ValidationError("--conditions: a percentage, 0 to 100") }
+        let generator = RuleSetGenerator(catalog: catalog, seed: seed, conditions: conditions)
         var figures: [Figure] = []
         for n in sizes {
             let text = generator.yaml(count: n, matching: !noMatches)
@@ -118,6 +120,8 @@ struct BenchMatchCommand: ParsableCommand {
             figure.loadSeconds = Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
             figure.rules = matcher.rules.pages.count + matcher.rules.elements.count + matcher.rules.actions.count
             figure.regexRules = matcher.rules.elements.filter { $0.identifierRegex != nil }.count
+            figure.conditionRules = matcher.rules.pages.filter { !$0.conditions.isEmpty }.count
+                + matcher.rules.elements.filter { !$0.conditions.isEmpty }.count + matcher.rules.actions.filter { !$0.conditions.isEmpty }.count
             figure.events = events
             figure.roleEvents = roleEvents
             let context = StageContext(logger: logger, baseDirectory: "", position: "0")
@@ -151,9 +155,9 @@ struct BenchMatchCommand: ParsableCommand {
             }
             figures.append(figure)
             if !json {
-                print(String(format: "%6d rules (%4d regex): %9.0f events/s per core (CPU %.3f s, wall %.3f s for %d events); "
+                print(String(format: "%6d rules (%4d regex, %4d where): %9.0f events/s per core (CPU %.3f s, wall %.3f s for %d events); "
                              + "matched %d of %d page views and clicks (%.1f%%), %d properties added; load %.2f s",
-                             figure.rules, figure.regexRules, figure.eventsPerCPUSecond, figure.cpuSeconds, figure.wallSeconds,
+                             figure.rules, figure.regexRules, figure.conditionRules, figure.eventsPerCPUSecond, figure.cpuSeconds, figure.wallSeconds,
                              figure.events, figure.matchedEvents, figure.roleEvents,
                              100 * Double(figure.matchedEvents) / Double(max(figure.roleEvents, 1)), figure.addedProperties, figure.loadSeconds))
             }

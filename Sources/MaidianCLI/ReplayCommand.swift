@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import MaidianPipeline
 import MaidianRuntime
+import MaidianStages
 import ServiceLifecycle
 import Synchronization
 
@@ -19,6 +20,12 @@ struct ReplayCommand: AsyncParsableCommand {
             the end offset it had at the start, then finishes like `run --until-end` (state written out, offsets \
             committed). The output topics must exist or be auto-created by the brokers. TIME is ISO-8601 \
             (2025-11-21T04:40:00Z, 2025-11-21T12:40:00.500+08:00, 2025-11-21) or milliseconds since the epoch.
+
+            With --rules-changed-since OLD_RULES (a backfill), the match stage matches only the rules added or \
+            changed between OLD_RULES and its rules file, and their counts go into the live counts topic \
+            (--counts-topic) under their own keys: the keys of the other rules are not written. The other outputs \
+            still get --output-suffix. Start --from at a window boundary: the first window's counts are those of \
+            the records read.
             """)
 
     @Argument(help: "The pipeline YAML file.") var pipeline: String
@@ -28,6 +35,9 @@ struct ReplayCommand: AsyncParsableCommand {
     @Option(help: "Consumer group of the replay (default: <source.group>.replay-<from in ms>).") var group: String?
     @Flag(help: "Start at --from even when the replay group already committed offsets (default: resume from them).")
     var restart = false
+    @Option(help: "Backfill: recompute only the rules added or changed since this older rules file, into the live counts topic.")
+    var rulesChangedSince: String?
+    @Option(help: "With --rules-changed-since: the live counts topic written without --output-suffix.") var countsTopic = "metrics.counts"
     @Option(help: "Serve Prometheus /metrics and /health on this port (as `run`).") var metricsPort: Int?
     @Option(help: "Progress display: auto (a bar when standard error is a terminal, else a log line every 10 s), bar, lines, off.")
     var progress: ProgressMode = .auto
@@ -52,6 +62,22 @@ struct ReplayCommand: AsyncParsableCommand {
         spec.source.kafka.merge(properties) { _, commandLine in commandLine }
         spec.producerKafka.merge(properties) { _, commandLine in commandLine }
         if let b = properties["bootstrap.servers"] { spec.source.brokers = b }
+        if let old = rulesChangedSince {
+            do {
+                spec = try MatchStage.backfill(spec, changedSince: old)
+                engine = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+            } catch {
+                reportPipelineError(error)
+                throw ExitCode(1)
+            }
+            let m = engine.stages.compactMap { $0 as? MatchStage }.first!
+            let ids = m.matcher.rules.pages.map(\.id) + m.matcher.rules.elements.map(\.id) + m.matcher.rules.actions.map(\.id)
+            guard !ids.isEmpty else {
+                logger.notice("no rule was added or changed since \(old): nothing to backfill")
+                return
+            }
+            logger.notice("backfill of \(ids.count) rules added or changed since \(old) into \(countsTopic): \(ids.joined(separator: ", "))")
+        }
         guard spec.source.brokers != "embedded" else {
             var stderr = StandardError()
             print("replay needs the brokers that hold the history: set source.brokers (or MAIDIAN_BROKERS, or -X bootstrap.servers)", to: &stderr)
@@ -85,6 +111,7 @@ struct ReplayCommand: AsyncParsableCommand {
         options.maxBatch = spec.source.maxBatch
         options.stopOffsets = plan.stopOffsets
         options.outputTopicSuffix = outputSuffix
+        if rulesChangedSince != nil { options.liveTopics = [countsTopic] }
         let mode = progress == .auto ? (isatty(2) != 0 ? ProgressMode.bar : .lines) : progress
         let started = ContinuousClock.now
         let status = try await WorkerLauncher(spec: spec, bootstrap: spec.source.brokers, options: options, metricsPort: metricsPort, logger: logger)

@@ -6,7 +6,7 @@ import MaidianStages
 /// `maidian rules …`: tools for circle-select rules files (wire format §4).
 struct RulesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "rules", abstract: "Tools for circle-select rules files.", subcommands: [RulesTestCommand.self])
+        commandName: "rules", abstract: "Tools for circle-select rules files.", subcommands: [RulesTestCommand.self, RulesDoctorCommand.self])
 }
 
 /// `maidian rules test RULES --recording FILE [--pipeline P] [--rule ID] [--json]`.
@@ -56,5 +56,56 @@ struct RulesTestCommand: ParsableCommand {
         }
         let report = test.result
         print(json ? report.json : report.text(only: rule))
+    }
+}
+
+/// `maidian rules doctor RULES --recording FILE [--pipeline P] [--min-events N] [--drop-ratio R] [--json]`.
+struct RulesDoctorCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor",
+        abstract: "Find the rules a release broke in a recording and propose repaired definitions.",
+        discussion: """
+        Runs the pipeline's stages up to 'match' with RULES over the recording (as 'rules test') and counts, per \
+        rule and app_version, the events of the rule's page and the rule's matches (the watchdog of the match \
+        stage's health_topic). A version with at least --min-events events of the rule's kind on its page, where \
+        the rule matches nothing or less than --drop-ratio of its share on the previous version, is reported as \
+        a rules.health record. For element rules, a second pass collects the near misses on that version \
+        (clicks on the page the rule did not match) and proposes the rule with the element path that repairs \
+        it, as an any_of fragment to paste in place of the rule.
+        """)
+
+    @Argument(help: "The rules file (YAML or JSON).") var rules: String
+    @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String
+    @Option(help: "The pipeline whose stages run up to 'match'.") var pipeline = "pipelines/app-analytics.yaml"
+    @Option(help: "Events of a rule's kind on its page before a version is judged.") var minEvents = 100
+    @Option(help: "A share of matches below this fraction of the previous version's is reported.") var dropRatio = 0.1
+    @Flag(help: "Print one JSON object.") var json = false
+    @Option(help: "Records per batch.") var batch = 1000
+    @OptionGroup var global: GlobalOptions
+
+    func validate() throws {
+        if minEvents < 1 { throw ValidationError("--min-events must be at least 1") }
+        if !(dropRatio > 0 && dropRatio <= 1) { throw ValidationError("--drop-ratio must be in (0, 1]") }
+        if batch < 1 { throw ValidationError("--batch must be at least 1") }
+    }
+
+    func run() throws {
+        let logger = global.makeLogger("maidian.rules")
+        let doctor: RulesDoctorRun
+        do {
+            let spec = try PipelineSpec.load(path: pipeline)
+            doctor = try RulesDoctorRun(spec: spec, registry: stageRegistry, rules: rules,
+                                        options: .init(minEvents: minEvents, dropRatio: dropRatio), logger: logger)
+            let partitions = Int32(spec.source.partitions)
+            try Bench.replay(path: recording, topic: spec.source.topic, partitions: partitions, batchSize: batch) { try doctor.process(&$0) }
+            if try doctor.finishFirstPass() {
+                try Bench.replay(path: recording, topic: spec.source.topic, partitions: partitions, batchSize: batch) { try doctor.process(&$0) }
+            }
+            doctor.finish()
+        } catch {
+            reportPipelineError(error)
+            throw ExitCode(1)
+        }
+        print(json ? doctor.json : doctor.text, terminator: "")
     }
 }

@@ -51,6 +51,8 @@ public struct EventFacts: Sendable {
     public var container: String?
     /// `$element_tag` as written (default 0).
     public var tag: String?
+    /// Other properties `where:` conditions read: name and JSON value text (`"Phones"` with quotes, `12.5`).
+    public var properties: [(String, String)] = []
 
     /// Empty facts.
     public init() {}
@@ -146,8 +148,17 @@ public final class RuleMatcher: Sendable {
 
     /// Appends the rules event `facts` of role `role` matches to `hits` (in rule order: pages, elements, actions).
     /// The facts are laid out as bytes and matched by `matchRaw`: one implementation of the semantics.
-    public func match(role: EventRole, facts: EventFacts, into hits: inout [Int]) {
+    /// `conditions`: check `where:` conditions on `facts.properties` (false: the caller checks them itself).
+    public func match(role: EventRole, facts: EventFacts, into hits: inout [Int], conditions: Bool = true) {
         guard role != .other else { return }
+        let first = hits.count
+        defer {
+            if conditions && hasConditions {
+                var props = FactsProperties(facts)
+                var scratch = ConditionScratch()
+                applyConditions(&hits, from: first, properties: &props, lib: .absent, scratch: &scratch)
+            }
+        }
         var storage: [UInt8] = []
         var spans: [Range<Int>?] = []
         func put(_ s: String?) {

@@ -277,6 +277,13 @@ extension RuleMatcher {
                     h[j] = v
                 }
             }
+            // An event that matches several drawings of one rule (`any_of`) matches the rule once.
+            var kept = start + 1
+            for i in (start + 1)..<hits.count where hits[i] != hits[kept - 1] {
+                hits[kept] = hits[i]
+                kept += 1
+            }
+            if kept < hits.count { hits.removeLast(hits.count - kept) }
         }
     }
 
@@ -293,21 +300,27 @@ extension RuleMatcher {
                 let i = Int(index.pageByScreen.rules[k])
                 guard let s = index.pageScreens[i], page.equals(s) else { continue }
                 if let p = index.pagePaths[i], !f.pagePath.equals(p) { continue }
-                if version.holds(index.pageVersions[i]) { hits.append(i) }
+                if version.holds(index.pageVersions[i]) { hits.append(index.pageOwner[i]) }
             }
         }
         if f.pagePath.isPresent {
             for k in index.pageByPath.lookup(keyHash(.pagePath, f.pagePath)) {
                 let i = Int(index.pageByPath.rules[k])
                 guard let p = index.pagePaths[i], f.pagePath.equals(p) else { continue }
-                if version.holds(index.pageVersions[i]) { hits.append(i) }
+                if version.holds(index.pageVersions[i]) { hits.append(index.pageOwner[i]) }
+            }
+            if index.pagePathRegexes.count > 0, let p = f.pagePath.base {
+                index.pagePathRegexes.forEachMatch(UnsafeRawBufferPointer(start: p, count: f.pagePath.count)) { r in
+                    let i = index.pagePathRegexRules[r]
+                    if version.holds(index.pageVersions[i]) { hits.append(index.pageOwner[i]) }
+                }
             }
         }
         if page.isPresent {
             let offset = rules.pages.count + rules.elements.count
             for k in index.pagePV.lookup(keyHash(.pagePV, page)) {
                 let i = Int(index.pagePV.rules[k])
-                if page.equals(index.actionIDs[i]) { hits.append(offset + i) }
+                if page.equals(index.actionIDs[i]) && version.holds(index.actionVersions[i]) { hits.append(offset + i) }
             }
         }
     }
@@ -331,7 +344,7 @@ extension RuleMatcher {
                 matchElements(f, page, .none, &ev, masks, &version, &hits, &buffer)
             }
         }
-        if f.target.isPresent && !index.clickActions.isEmpty { matchActions(f, &hits, &buffer) }
+        if f.target.isPresent && !index.clickActions.isEmpty { matchActions(f, &version, &hits, &buffer) }
     }
 
     private func matchElements(_ f: RawFacts, _ page: RawText, _ items: ContentItems, _ ev: inout ElementFields, _ masks: UInt64,
@@ -349,7 +362,7 @@ extension RuleMatcher {
         let hasContent = f.content.isPresent
         func check(_ e: Int) {
             if elementMatches(e, ev, hasContent, items) && (!index.elementChecks[e].hasVersions || version.holds(index.elementVersions[e])) {
-                hits.append(pageCount + e)
+                hits.append(pageCount + Int(index.elementOwner[e]))
             }
         }
         if masks != 0 {
@@ -387,7 +400,7 @@ extension RuleMatcher {
     }
 
     /// ACTION, GESTURE and TABLEVIEW rules by the click's action identifiers (wire format §3).
-    private func matchActions(_ f: RawFacts, _ hits: inout [Int], _ buffer: inout [UInt8]) {
+    private func matchActions(_ f: RawFacts, _ version: inout LazyVersion, _ hits: inout [Int], _ buffer: inout [UInt8]) {
         let offset = rules.pages.count + rules.elements.count
         let tag = f.tag.isPresent ? f.tag : RawText(RuleMatcher.zero, 1)
         func lookup(_ kind: ActionKind, _ a: RawText, _ b: RawText, _ c: RawText = .absent) {
@@ -396,7 +409,7 @@ extension RuleMatcher {
                 let t = RawText(id.baseAddress ?? emptyBytes, n)
                 for k in index.clickActions.lookup(keyHash(kind.tag, t)) {
                     let i = Int(index.clickActions.rules[k])
-                    if index.actionKinds[i] == kind && t.equals(index.actionIDs[i]) { hits.append(offset + i) }
+                    if index.actionKinds[i] == kind && t.equals(index.actionIDs[i]) && version.holds(index.actionVersions[i]) { hits.append(offset + i) }
                 }
             }
         }

@@ -258,8 +258,12 @@ struct RuleIndex: Sendable {
     /// `ElementFields.pathType` → bit set of the masks its rules use: a click on an element no rule names costs
     /// one probe, and one with rules computes only the keys they need.
     var masksByPathType: HashTable64
+    /// Element definitions (a rule's drawings, or the rule): checks, versions, and which rule each belongs to.
     var elementChecks: [ElementCheck]
     var elementVersions: [[VersionCondition]]
+    var elementOwner: [Int32]
+    /// Page definitions' rule (the per-page arrays below are by definition).
+    var pageOwner: [Int]
     /// Regex rules: pattern `n` of `regexes` is element rule `regexRules[n]`.
     var regexes: RegexSet
     var regexRules: [Int]
@@ -267,23 +271,55 @@ struct RuleIndex: Sendable {
     var regexUsesItems: Bool
     /// Bytes of the page rules' `screen` / `page_path`, the action rules' ids and the ignored pages.
     var pageScreens: [[UInt8]?], pagePaths: [[UInt8]?], actionIDs: [[UInt8]], ignoredPages: [[UInt8]]
-    var pageVersions: [[VersionCondition]], actionKinds: [ActionKind]
+    var pageVersions: [[VersionCondition]], actionKinds: [ActionKind], actionVersions: [[VersionCondition]]
+    /// Page rules with only a `page_path` regex: pattern `n` of `pagePathRegexes` is page rule `pagePathRegexRules[n]`.
+    var pagePathRegexes: RegexSet
+    var pagePathRegexRules: [Int]
+    /// `where:` conditions (and the regexes on page paths and contents the index does not cover), by hit number.
+    var conditions: ConditionIndex
 
     init(rules: RulesFile, ignoredPages ignored: [String], regexCache: Int) throws {
         ignoredPages = ignored.map { Array($0.utf8) }
         self.ignored = Postings(ignoredPages.enumerated().map { (keyHash(.ignored, $0.element), $0.offset) })
-        pageScreens = rules.pages.map { $0.screen.map { Array($0.utf8) } }
-        pagePaths = rules.pages.map { $0.pagePath.map { Array($0.utf8) } }
-        var byScreen: [(key: UInt64, rule: Int)] = [], byPath: [(key: UInt64, rule: Int)] = []
-        for i in rules.pages.indices {
-            if let s = pageScreens[i] { byScreen.append((keyHash(.screen, s), i)) } else if let p = pagePaths[i] { byPath.append((keyHash(.pagePath, p), i)) }
+        // `any_of` drawings are definitions of their own that hit their rule.
+        var pageDefinitions: [PageRule] = []
+        pageOwner = []
+        for (i, r) in rules.pages.enumerated() {
+            for d in r.definitions { pageDefinitions.append(d); pageOwner.append(i) }
         }
-        pageVersions = rules.pages.map(\.appVersions)
+        pageScreens = pageDefinitions.map { $0.screen.map { Array($0.utf8) } }
+        pagePaths = pageDefinitions.map { $0.pagePath.map { Array($0.utf8) } }
+        var byScreen: [(key: UInt64, rule: Int)] = [], byPath: [(key: UInt64, rule: Int)] = []
+        var pathPatterns: [String] = []
+        var pathRegexRules: [Int] = []
+        for i in pageDefinitions.indices {
+            if let s = pageScreens[i] {
+                byScreen.append((keyHash(.screen, s), i))
+            } else if let p = pagePaths[i] {
+                byPath.append((keyHash(.pagePath, p), i))
+            } else if let re = pageDefinitions[i].pagePathRegex {
+                pathPatterns.append(re)
+                pathRegexRules.append(i)
+            }
+        }
+        do {
+            pagePathRegexes = try RegexSet(pathPatterns, cacheSlots: pathPatterns.isEmpty ? 0 : 1024)
+            pagePathRegexRules = pathRegexRules
+        } catch let e as RegexSet.CompileError {
+            let rule = e.index.map { pageDefinitions[pathRegexRules[$0]] }
+            throw PipelineError(code: .badValue, message: "bad regex in 'page_path'\(rule.map { " of rule '\($0.id)'" } ?? ""): \(e.message)",
+                                location: rule?.idLocation, underlying: e)
+        }
+        pageVersions = pageDefinitions.map(\.appVersions)
         pageByScreen = Postings(byScreen)
         pageByPath = Postings(byPath)
 
         actionIDs = rules.actions.map { Array($0.id.utf8) }
         actionKinds = rules.actions.map(\.kind)
+        actionVersions = rules.actions.map(\.appVersions)
+        let perHit = rules.pages.map(\.postConditions) + rules.elements.map(\.postConditions) + rules.actions.map(\.conditions)
+        let ids = rules.pages.map { ($0.id, $0.idLocation) } + rules.elements.map { ($0.id, $0.idLocation) } + rules.actions.map { ($0.id, $0.idLocation) }
+        conditions = try ConditionIndex(perHit.contains { !$0.isEmpty } ? perHit : [], rule: { ids[$0] })
         var pv: [(key: UInt64, rule: Int)] = [], click: [(key: UInt64, rule: Int)] = []
         for (i, a) in rules.actions.enumerated() {
             if a.kind == .pagePV { pv.append((keyHash(.pagePV, actionIDs[i]), i)) } else { click.append((keyHash(a.kind.tag, actionIDs[i]), i)) }
@@ -292,15 +328,20 @@ struct RuleIndex: Sendable {
         clickActions = Postings(click)
 
         var numbering = StringNumbering()
-        let checks = rules.elements.map { ElementCheck($0, &numbering) }
+        var elementDefinitions: [ElementRule] = []
+        elementOwner = []
+        for (i, r) in rules.elements.enumerated() {
+            for d in r.definitions { elementDefinitions.append(d); elementOwner.append(Int32(i)) }
+        }
+        let checks = elementDefinitions.map { ElementCheck($0, &numbering) }
         elementChecks = checks
-        elementVersions = rules.elements.map(\.appVersions)
+        elementVersions = elementDefinitions.map(\.appVersions)
         strings = StringTable(numbering.strings)
         var keyed: [(key: UInt64, rule: Int)] = []
         var keyedMasks: [(pathType: UInt64, mask: FieldMask)] = []
         var patterns: [String] = []
         var regexRules: [Int] = []
-        for (i, r) in rules.elements.enumerated() {
+        for (i, r) in elementDefinitions.enumerated() {
             if let re = r.identifierRegex {
                 patterns.append(re)
                 regexRules.append(i)
@@ -329,7 +370,7 @@ struct RuleIndex: Sendable {
             regexes = try RegexSet(patterns, cacheSlots: regexCache)
         } catch let e as RegexSet.CompileError {
             // Each pattern compiled alone when the file loaded; together they can still exceed Hyperscan's limits.
-            let rule = e.index.map { rules.elements[regexRules[$0]] }
+            let rule = e.index.map { elementDefinitions[regexRules[$0]] }
             throw PipelineError(code: .badValue, message: "bad regex in 'identifier_regex'\(rule.map { " of rule '\($0.id)'" } ?? ""): \(e.message)",
                                 location: rule?.idLocation, underlying: e)
         }

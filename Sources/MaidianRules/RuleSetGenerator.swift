@@ -28,6 +28,15 @@ extension EventFacts {
         f.currentURL = text("current_url")
         f.pagePath = text("$page_path")
         f.appVersion = text("$app_version")
+        // Every kept property, for `where:` conditions.
+        for k in Int(ev.firstProperty)..<Int(ev.firstProperty + ev.propertyCount) where batch.properties[k].fix != .drop {
+            let p = batch.properties[k]
+            let rawName = Array(batch.json[Int(p.name.start)..<Int(p.name.end)])
+            let name = p.nameEscaped ? rawName.withUnsafeBytes { unescapeJSONString($0) } : rawName
+            let span = p.fix == .replace ? p.replacement : p.value
+            let arena = p.fix == .replace ? batch.scratch : batch.json
+            f.properties.append((String(decoding: name, as: UTF8.self), String(decoding: arena[Int(span.start)..<Int(span.end)], as: UTF8.self)))
+        }
         if f.appVersion == nil, ev.lib.isPresent {
             let lib = Array(batch.json[Int(ev.lib.start)..<Int(ev.lib.end)])
             f.appVersion = lib.withUnsafeBufferPointer { RuleMatcher.libAppVersion(RawText($0.baseAddress, $0.count)) }
@@ -144,14 +153,42 @@ public struct RuleCatalog: Sendable {
 /// of it; element rules that match are scoped to their page); the others are near misses (same element path
 /// and type, another index, section, content, screen or version; unknown pages, targets, class names), which
 /// is what a large deployment's rules mostly are for any one app build.
+///
+/// With `conditions` > 0, that percentage of the rules also get a `where:` condition (any of, numeric, regex,
+/// equality on properties the traffic generator sends: `$app_version`, `$screen_width`, `$network_type`, `$os`);
+/// most hold for some of the events, so rules that matched may now match fewer.
 public struct RuleSetGenerator {
     let catalog: RuleCatalog
     let seed: UInt64
+    let conditions: Int
 
-    /// A generator; the same catalog and seed give the same text.
-    public init(catalog: RuleCatalog, seed: UInt64 = 1) {
+    /// A generator; the same catalog, seed and conditions percentage give the same text.
+    public init(catalog: RuleCatalog, seed: UInt64 = 1, conditions: Int = 0) {
         self.catalog = catalog
         self.seed = seed
+        self.conditions = conditions
+    }
+
+    /// A `where:` condition for rule `i` of a kind, or "" (about `conditions` percent of the rules).
+    func whereYAML(_ i: Int, _ salt: UInt64) -> String {
+        guard conditions > 0 else { return "" }
+        var h = Hash64()
+        h.add(seed); h.add(salt); h.add(UInt64(i))
+        let r = h.value
+        guard Int(r % 100) < conditions else { return "" }
+        let versions = catalog.versions
+        switch (r >> 8) % 4 {
+        case 0 where !versions.isEmpty:
+            let a = versions[Int((r >> 16) % UInt64(versions.count))], b = versions[Int((r >> 24) % UInt64(versions.count))]
+            return ", where: {$app_version: [\(q(a)), \(q(b))]}"
+        case 1:
+            return ", where: {$screen_width: {\">=\": \(320 + Int((r >> 16) % 200))}}"
+        case 2:
+            // Distinct patterns on one property: one database, however many rules.
+            return ", where: {$network_type: {regex: \(q("^(WIFI|4G)|^Z\(i)$"))}}"
+        default:
+            return ", where: {$os: \((r >> 16) % 2 == 0 ? "iOS" : "Android")}"
+        }
     }
 
     /// A rules file with `count` rules, as YAML. `matching: false` leaves out the rules that match: only near
@@ -199,7 +236,7 @@ public struct RuleSetGenerator {
             }
             k += 1
         }
-        for (i, body) in pageRules.enumerated() { out += "  - {id: \(q("p\(i)")), \(body)\(versionsYAML(i))}\n" }
+        for (i, body) in pageRules.enumerated() { out += "  - {id: \(q("p\(i)")), \(body)\(versionsYAML(i))\(whereYAML(i, 1))}\n" }
 
         out += "elements:\n"
         let elements = catalog.elements
@@ -228,8 +265,8 @@ public struct RuleSetGenerator {
             regexRules.append(q(res[(k / elements.count) % res.count]))
             k += 1
         }
-        for (i, body) in elementRules.enumerated() { out += "  - {id: \(q("e\(i)")), \(body)\(versionsYAML(i))}\n" }
-        for (i, re) in regexRules.enumerated() { out += "  - {id: \(q("r\(i)")), identifier_regex: \(re)\(versionsYAML(i))}\n" }
+        for (i, body) in elementRules.enumerated() { out += "  - {id: \(q("e\(i)")), \(body)\(versionsYAML(i))\(whereYAML(i, 2))}\n" }
+        for (i, re) in regexRules.enumerated() { out += "  - {id: \(q("r\(i)")), identifier_regex: \(re)\(versionsYAML(i))\(whereYAML(i, 3))}\n" }
 
         // Action identifiers are the rules' ids: all distinct.
         // Real ones: PAGEPV keys and click targets (view controllers) on the selected pages.
@@ -262,7 +299,7 @@ public struct RuleSetGenerator {
                 case (.tableView, 0): para = "{title: {propertyName: \"UIView-UILabel(0)\", propertyPath: \"\", containIn: \"1\"}}"
                 default: break
                 }
-                out += "    \(q(id)): {userDefined: {eventid: \(q("g\(i)")), pageid: \(q("\(100 + i)"))}, pagePara: \(para)}\n"
+                out += "    \(q(id)): {userDefined: {eventid: \(q("g\(i)")), pageid: \(q("\(100 + i)"))}, pagePara: \(para)\(whereYAML(i, 4))}\n"
             }
         }
         return out

@@ -146,6 +146,20 @@ private func decodeVersions<K: CodingKey>(_ c: KeyedDecodingContainer<K>, _ key:
     return out
 }
 
+/// The exact string of a key that may hold `{regex: ...}` instead (`regex`: what `Condition.regexValue` read).
+private func decodeExact<K: CodingKey>(_ c: KeyedDecodingContainer<K>, _ key: K, regex: String?) throws -> String? {
+    if regex != nil {
+        _ = try c.decodeIfPresent(ConfigNode.self, forKey: key)  // the key is known: read as a regex
+        return nil
+    }
+    return try c.decodeIfPresent(String.self, forKey: key)
+}
+
+private func decodeConditions<K: CodingKey>(_ c: KeyedDecodingContainer<K>, _ key: K) throws -> [Condition] {
+    guard let node = try c.decodeIfPresent(ConfigNode.self, forKey: key) else { return [] }
+    return try Condition.parseWhere(node)
+}
+
 /// A page rule: page-enter events of a page (`screen`) or page path (`page_path`).
 public struct PageRule: Sendable, Decodable {
     /// The rule id.
@@ -154,16 +168,37 @@ public struct PageRule: Sendable, Decodable {
     public var screen: String?
     /// Exact `$page_path`.
     public var pagePath: String?
+    /// A regex over `$page_path` (`page_path: {regex: ...}`).
+    public var pagePathRegex: String?
     /// All must hold.
     public var appVersions: [VersionCondition]
+    /// `where:` conditions on properties; all must hold.
+    public var conditions: [Condition]
+    /// `any_of`: the rule's drawings, each merged with the rule's other keys (empty without `any_of`). An event
+    /// that matches any of them matches the rule once.
+    public var drawings: [PageRule] = []
     /// Where the id is written.
     public var idLocation: SourceLocation?
 
-    enum CodingKeys: String, CodingKey { case id, screen, pagePath = "page_path", appVersions = "app_versions" }
+    enum CodingKeys: String, CodingKey {
+        case id, screen, pagePath = "page_path", appVersions = "app_versions", conditions = "where", anyOf = "any_of"
+    }
+
+    /// What the index looks up: the drawings, or the rule itself.
+    var definitions: [PageRule] { drawings.isEmpty ? [self] : drawings }
 
     /// A page rule.
-    public init(id: String, screen: String? = nil, pagePath: String? = nil, appVersions: [VersionCondition] = []) {
-        self.id = id; self.screen = screen; self.pagePath = pagePath; self.appVersions = appVersions
+    public init(id: String, screen: String? = nil, pagePath: String? = nil, pagePathRegex: String? = nil,
+                appVersions: [VersionCondition] = [], conditions: [Condition] = []) {
+        self.id = id; self.screen = screen; self.pagePath = pagePath; self.pagePathRegex = pagePathRegex
+        self.appVersions = appVersions; self.conditions = conditions
+    }
+
+    /// The conditions checked after the index found the rule: `where:`, and the page path regex of a rule
+    /// keyed by `screen` (a rule with only a page path regex is found by scanning the page path).
+    var postConditions: [Condition] {
+        guard let pagePathRegex, screen != nil else { return conditions }
+        return [Condition(.property("$page_path"), [.regex(pagePathRegex)])] + conditions
     }
 
     /// Decodes and checks a page rule.
@@ -172,9 +207,23 @@ public struct PageRule: Sendable, Decodable {
         id = try c.decode(String.self, forKey: .id)
         idLocation = decoder.configLocation(forKey: CodingKeys.id)
         screen = try c.decodeIfPresent(String.self, forKey: .screen)
-        pagePath = try c.decodeIfPresent(String.self, forKey: .pagePath)
+        pagePathRegex = try Condition.regexValue(decoder, CodingKeys.pagePath)
+        pagePath = try decodeExact(c, .pagePath, regex: pagePathRegex)
         appVersions = try decodeVersions(c, .appVersions, decoder)
-        if screen == nil && pagePath == nil {
+        conditions = try decodeConditions(c, .conditions)
+        if c.contains(.anyOf) {
+            if screen != nil || pagePath != nil || pagePathRegex != nil {
+                throw decoder.fail("with 'any_of', 'screen' and 'page_path' go in each drawing", forKey: CodingKeys.anyOf)
+            }
+            let list = try c.decode([PageDrawing].self, forKey: .anyOf)
+            if list.isEmpty { throw decoder.fail("'any_of' needs at least one drawing", forKey: CodingKeys.anyOf, code: .badValue) }
+            drawings = list.map { d in
+                var r = self
+                r.screen = d.screen; r.pagePath = d.pagePath; r.pagePathRegex = d.pagePathRegex
+                r.appVersions += d.appVersions
+                return r
+            }
+        } else if screen == nil && pagePath == nil && pagePathRegex == nil {
             throw decoder.fail("page rule '\(id)' needs 'screen' or 'page_path'", code: .missingKey)
         }
     }
@@ -206,15 +255,37 @@ public struct ElementRule: Sendable, Decodable {
     public var groupByContent: Bool
     /// A regex over the element identifier (Hyperscan's PCRE dialect, see `RegexSet`).
     public var identifierRegex: String?
+    /// A regex over `$page_path` (`page_path: {regex: ...}`).
+    public var pagePathRegex: String?
+    /// A regex over the content, or the content item `contentKey` (`content: {regex: ...}`).
+    public var contentRegex: String?
     /// All must hold.
     public var appVersions: [VersionCondition]
+    /// `where:` conditions on properties; all must hold.
+    public var conditions: [Condition]
+    /// `any_of`: the rule's drawings, each merged with the rule's other keys (empty without `any_of`). An event
+    /// that matches any of them matches the rule once.
+    public var drawings: [ElementRule] = []
     /// Where the id is written.
     public var idLocation: SourceLocation?
 
     enum CodingKeys: String, CodingKey {
         case id, screen, pagePath = "page_path", path, type, index, section, row, content
         case contentKey = "content_key", groupByContent = "group_by_content", identifierRegex = "identifier_regex"
-        case appVersions = "app_versions"
+        case appVersions = "app_versions", conditions = "where", anyOf = "any_of"
+    }
+
+    /// What the index looks up: the drawings, or the rule itself.
+    var definitions: [ElementRule] { drawings.isEmpty ? [self] : drawings }
+
+    /// The conditions checked after the index found the rule: regexes on the page path and content, then `where:`.
+    var postConditions: [Condition] {
+        var out: [Condition] = []
+        if let pagePathRegex { out.append(Condition(.property("$page_path"), [.regex(pagePathRegex)])) }
+        if let contentRegex {
+            out.append(Condition(contentKey.map { .contentItem($0) } ?? .property("$element_content"), [.regex(contentRegex)]))
+        }
+        return out + conditions
     }
 
     /// An element rule.
@@ -224,6 +295,7 @@ public struct ElementRule: Sendable, Decodable {
         self.id = id; self.screen = screen; self.pagePath = pagePath; self.path = path; self.type = type
         self.index = index; self.section = section; self.row = row; self.content = content; self.contentKey = contentKey
         self.groupByContent = groupByContent; self.identifierRegex = identifierRegex; self.appVersions = appVersions
+        conditions = []
     }
 
     /// Decodes and checks an element rule (contradictions, regex syntax).
@@ -232,17 +304,20 @@ public struct ElementRule: Sendable, Decodable {
         id = try c.decode(String.self, forKey: .id)
         idLocation = decoder.configLocation(forKey: CodingKeys.id)
         screen = try c.decodeIfPresent(String.self, forKey: .screen)
-        pagePath = try c.decodeIfPresent(String.self, forKey: .pagePath)
+        pagePathRegex = try Condition.regexValue(decoder, CodingKeys.pagePath)
+        pagePath = try decodeExact(c, .pagePath, regex: pagePathRegex)
         path = try c.decodeIfPresent(String.self, forKey: .path)
         type = try c.decodeIfPresent(String.self, forKey: .type)
         index = try c.decodeIfPresent(Int.self, forKey: .index)
         section = try c.decodeIfPresent(Int.self, forKey: .section)
         row = try c.decodeIfPresent(Int.self, forKey: .row)
-        content = try c.decodeIfPresent(String.self, forKey: .content)
+        contentRegex = try Condition.regexValue(decoder, CodingKeys.content)
+        content = try decodeExact(c, .content, regex: contentRegex)
         contentKey = try c.decodeIfPresent(String.self, forKey: .contentKey)
         groupByContent = try c.decodeIfPresent(Bool.self, forKey: .groupByContent) ?? false
         identifierRegex = try c.decodeIfPresent(String.self, forKey: .identifierRegex)
         appVersions = try decodeVersions(c, .appVersions, decoder)
+        conditions = try decodeConditions(c, .conditions)
         if row != nil && section == nil {
             throw decoder.fail("'row' needs 'section'", forKey: CodingKeys.row, hint: "a row is counted within a section")
         }
@@ -250,7 +325,7 @@ public struct ElementRule: Sendable, Decodable {
             throw decoder.fail("'index' and 'section' contradict each other", forKey: CodingKeys.index,
                                hint: "'index' is for independent elements, 'section'/'row' for list cells")
         }
-        if contentKey != nil && content == nil && !groupByContent {
+        if contentKey != nil && content == nil && contentRegex == nil && !groupByContent && !c.contains(.anyOf) {
             throw decoder.fail("'content_key' needs 'content' or 'group_by_content'", forKey: CodingKeys.contentKey)
         }
         if groupByContent && contentKey == nil && content != nil {
@@ -261,8 +336,130 @@ public struct ElementRule: Sendable, Decodable {
             do { try RegexSet.check(identifierRegex) } catch let e as RegexSet.CompileError {
                 throw decoder.fail("bad regex in 'identifier_regex': \(e.message)", forKey: CodingKeys.identifierRegex, code: .badValue)
             }
-        } else if path == nil || type == nil {
+        }
+        if c.contains(.anyOf) {
+            let list = try c.decode([ElementDrawing].self, forKey: .anyOf)
+            if list.isEmpty { throw decoder.fail("'any_of' needs at least one drawing", forKey: CodingKeys.anyOf, code: .badValue) }
+            let base = self
+            drawings = try list.map { try base.merged(with: $0) }
+        } else if identifierRegex == nil && (path == nil || type == nil) {
             throw decoder.fail("element rule '\(id)' needs 'path' and 'type', or 'identifier_regex'", code: .missingKey)
+        }
+    }
+}
+
+/// One drawing of an element rule's `any_of`: the keys that say which element it is.
+struct ElementDrawing: Decodable {
+    var screen, pagePath, path, type, content, contentKey, identifierRegex: String?
+    var index, section, row: Int?
+    var appVersions: [VersionCondition]
+    var location: SourceLocation?
+    var node: ConfigNode?
+
+    enum CodingKeys: String, CodingKey {
+        case screen, pagePath = "page_path", path, type, index, section, row, content
+        case contentKey = "content_key", identifierRegex = "identifier_regex", appVersions = "app_versions"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        location = decoder.configLocation
+        node = decoder.configNode
+        for key in [CodingKeys.pagePath, .content] where decoder.configNode?[key.stringValue]?.isMapping == true {
+            throw decoder.fail("a regex on '\(key.stringValue)' goes on the rule, not in 'any_of'", forKey: key,
+                               hint: "it then applies to every drawing")
+        }
+        screen = try c.decodeIfPresent(String.self, forKey: .screen)
+        pagePath = try c.decodeIfPresent(String.self, forKey: .pagePath)
+        path = try c.decodeIfPresent(String.self, forKey: .path)
+        type = try c.decodeIfPresent(String.self, forKey: .type)
+        index = try c.decodeIfPresent(Int.self, forKey: .index)
+        section = try c.decodeIfPresent(Int.self, forKey: .section)
+        row = try c.decodeIfPresent(Int.self, forKey: .row)
+        content = try c.decodeIfPresent(String.self, forKey: .content)
+        contentKey = try c.decodeIfPresent(String.self, forKey: .contentKey)
+        identifierRegex = try c.decodeIfPresent(String.self, forKey: .identifierRegex)
+        appVersions = try decodeVersions(c, .appVersions, decoder)
+        if let identifierRegex {
+            do { try RegexSet.check(identifierRegex) } catch let e as RegexSet.CompileError {
+                throw decoder.fail("bad regex in 'identifier_regex': \(e.message)", forKey: CodingKeys.identifierRegex, code: .badValue)
+            }
+        }
+    }
+
+    func at(_ key: String) -> SourceLocation? { node?.location(ofKey: key) ?? location }
+}
+
+extension ElementRule {
+    /// The rule with drawing `d`'s keys: a key may be on the rule or in the drawing, not both.
+    fileprivate func merged(with d: ElementDrawing) throws -> ElementRule {
+        var r = self
+        r.drawings = []
+        func take<T>(_ field: inout T?, _ value: T?, _ key: String) throws {
+            guard let value else { return }
+            if field != nil {
+                throw PipelineError(code: .badValue, message: "'\(key)' is both on the rule and in 'any_of'", location: d.at(key),
+                                    hint: "the rule's keys apply to every drawing")
+            }
+            field = value
+        }
+        try take(&r.screen, d.screen, "screen")
+        try take(&r.pagePath, d.pagePath, "page_path")
+        try take(&r.path, d.path, "path")
+        try take(&r.type, d.type, "type")
+        try take(&r.index, d.index, "index")
+        try take(&r.section, d.section, "section")
+        try take(&r.row, d.row, "row")
+        try take(&r.content, d.content, "content")
+        try take(&r.contentKey, d.contentKey, "content_key")
+        try take(&r.identifierRegex, d.identifierRegex, "identifier_regex")
+        if r.pagePath != nil && r.pagePathRegex != nil {
+            throw PipelineError(code: .badValue, message: "'page_path' is both on the rule and in 'any_of'", location: d.at("page_path"))
+        }
+        if r.content != nil && r.contentRegex != nil {
+            throw PipelineError(code: .badValue, message: "'content' is both on the rule and in 'any_of'", location: d.at("content"))
+        }
+        r.appVersions += d.appVersions
+        func fail(_ message: String, _ key: String?, hint: String? = nil) -> PipelineError {
+            PipelineError(code: .badValue, message: message, location: key.map { d.at($0) } ?? d.location, hint: hint)
+        }
+        if r.identifierRegex == nil && (r.path == nil || r.type == nil) {
+            throw fail("a drawing of '\(id)' needs 'path' and 'type', or 'identifier_regex'", nil)
+        }
+        if r.row != nil && r.section == nil { throw fail("'row' needs 'section'", "row", hint: "a row is counted within a section") }
+        if r.index != nil && r.section != nil { throw fail("'index' and 'section' contradict each other", d.index != nil ? "index" : "section") }
+        if d.contentKey != nil && groupByContent {
+            throw fail("with 'group_by_content', 'content_key' goes on the rule", "content_key", hint: "a rule counts by one content")
+        }
+        if r.contentKey != nil && r.content == nil && r.contentRegex == nil && !r.groupByContent {
+            throw fail("'content_key' needs 'content' or 'group_by_content'", "content_key")
+        }
+        if r.groupByContent && r.contentKey == nil && r.content != nil {
+            throw fail("'group_by_content' and 'content' contradict each other", "content")
+        }
+        return r
+    }
+}
+
+/// One drawing of a page rule's `any_of`.
+struct PageDrawing: Decodable {
+    var screen, pagePath, pagePathRegex: String?
+    var appVersions: [VersionCondition]
+
+    enum CodingKeys: String, CodingKey { case screen, pagePath = "page_path", appVersions = "app_versions" }
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        screen = try c.decodeIfPresent(String.self, forKey: .screen)
+        pagePathRegex = try Condition.regexValue(decoder, CodingKeys.pagePath)
+        pagePath = try decodeExact(c, .pagePath, regex: pagePathRegex)
+        appVersions = try decodeVersions(c, .appVersions, decoder)
+        if screen == nil && pagePath == nil && pagePathRegex == nil {
+            throw decoder.fail("a drawing needs 'screen' or 'page_path'", code: .missingKey)
+        }
+        if screen != nil && pagePathRegex != nil {
+            throw decoder.fail("in 'any_of', a 'page_path' regex goes without 'screen'", forKey: CodingKeys.pagePath,
+                               hint: "the drawing is found by scanning the page path")
         }
     }
 }
@@ -322,12 +519,18 @@ public struct ActionRule: Sendable {
     public var userDefined: [(String, String)]
     /// Output keys filled from the event, in file order.
     public var pagePara: [PageParameter]
+    /// All must hold.
+    public var appVersions: [VersionCondition]
+    /// `where:` conditions on properties; all must hold.
+    public var conditions: [Condition]
     /// Where the identifier is written.
     public var idLocation: SourceLocation?
 
     /// An action rule.
-    public init(kind: ActionKind, id: String, userDefined: [(String, String)] = [], pagePara: [PageParameter] = []) {
+    public init(kind: ActionKind, id: String, userDefined: [(String, String)] = [], pagePara: [PageParameter] = [],
+                appVersions: [VersionCondition] = [], conditions: [Condition] = []) {
         self.kind = kind; self.id = id; self.userDefined = userDefined; self.pagePara = pagePara
+        self.appVersions = appVersions; self.conditions = conditions
     }
 }
 
@@ -346,9 +549,13 @@ struct ActionTable: Decodable {
     struct Entry: Decodable {
         var userDefined: [(String, String)] = []
         var pagePara: [PageParameter] = []
-        enum CodingKeys: String, CodingKey { case userDefined, pagePara }
+        var appVersions: [VersionCondition] = []
+        var conditions: [Condition] = []
+        enum CodingKeys: String, CodingKey { case userDefined, pagePara, appVersions = "app_versions", conditions = "where" }
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
+            appVersions = try decodeVersions(c, .appVersions, decoder)
+            conditions = try decodeConditions(c, .conditions)
             if c.contains(.userDefined) {
                 let u = try c.nestedContainer(keyedBy: AnyKey.self, forKey: .userDefined)
                 for k in u.allKeys { userDefined.append((k.stringValue, try u.decode(String.self, forKey: k))) }
@@ -372,7 +579,8 @@ struct ActionTable: Decodable {
             let tableNode = decoder.configNode?[kindKey.stringValue]
             for k in table.allKeys {
                 let e = try table.decode(Entry.self, forKey: k)
-                var rule = ActionRule(kind: kind, id: k.stringValue, userDefined: e.userDefined, pagePara: e.pagePara)
+                var rule = ActionRule(kind: kind, id: k.stringValue, userDefined: e.userDefined, pagePara: e.pagePara,
+                                      appVersions: e.appVersions, conditions: e.conditions)
                 rule.idLocation = tableNode?.location(ofKey: k.stringValue)
                 rules.append(rule)
             }

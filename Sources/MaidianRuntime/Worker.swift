@@ -50,6 +50,9 @@ public struct WorkerOptions: Sendable {
     public var stopOffsets: [Int32: Int64]?
     /// Appended to every output topic's name but the internal one (a replay writes to separate topics).
     public var outputTopicSuffix = ""
+    /// Output topics written under their own name despite `outputTopicSuffix` (a backfill writes the counts of
+    /// the rules it recomputes into the live counts topic).
+    public var liveTopics: Set<String> = []
     /// The watchdog's limit (`source.liveness_timeout`): a processing loop without a completed iteration for
     /// this long is stuck. Nil: no watchdog (freezes of the process are still detected).
     public var livenessTimeout: Duration? = .seconds(120)
@@ -618,7 +621,7 @@ private final class State {
     func producerTopic(_ index: Int32) throws -> ProducerTopic {
         if let t = producerTopics[index] { return t }
         let name = output.topics[Int(index)]
-        let t = try producer.topic(name == internalTopic ? name : name + options.outputTopicSuffix)
+        let t = try producer.topic(name == internalTopic || options.liveTopics.contains(name) ? name : name + options.outputTopicSuffix)
         producerTopics[index] = t
         return t
     }

@@ -1,3 +1,4 @@
+import class Foundation.FileManager
 import class Foundation.Thread
 import Logging
 import MaidianEvents
@@ -24,10 +25,23 @@ public final class MatchStage: Stage {
         public var reload: Bool = true
         /// How often, at most, the rules file is checked for a new version (between batches). `0s`: every batch.
         public var reloadCheck: ConfigDuration = .seconds(1)
+        /// The release watchdog's topic (`rules.health`, see docs/rules.md); nil: no watchdog.
+        public var healthTopic: String?
+        /// Events of a rule's kind on its page, on one app version, before the version is judged.
+        public var healthMinEvents: Int = 100
+        /// A share of matches below this fraction of the previous version's raises a record.
+        public var healthDropRatio: Double = 0.1
+        /// How often, at most, the watchdog's counts are judged (between batches). `0s`: every batch.
+        public var healthCheck: ConfigDuration = .seconds(60)
+        /// An older rules file: match only the rules added or changed since it (a backfill; see `replay
+        /// --rules-changed-since`). Relative to the pipeline file.
+        public var rulesChangedSince: String?
 
         enum CodingKeys: String, CodingKey {
             case rules, reload
             case reloadCheck = "reload_check"
+            case healthTopic = "health_topic", healthMinEvents = "health_min_events", healthDropRatio = "health_drop_ratio"
+            case healthCheck = "health_check", rulesChangedSince = "rules_changed_since"
         }
 
         /// Options.
@@ -43,6 +57,15 @@ public final class MatchStage: Stage {
             rules = try c.decode(String.self, forKey: .rules)
             reload = try c.decodeIfPresent(Bool.self, forKey: .reload) ?? true
             reloadCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .reloadCheck) ?? .seconds(1)
+            healthTopic = try c.decodeIfPresent(String.self, forKey: .healthTopic)
+            healthMinEvents = try c.decodeIfPresent(Int.self, forKey: .healthMinEvents) ?? 100
+            healthDropRatio = try c.decodeIfPresent(Double.self, forKey: .healthDropRatio) ?? 0.1
+            healthCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .healthCheck) ?? .seconds(60)
+            rulesChangedSince = try c.decodeIfPresent(String.self, forKey: .rulesChangedSince)
+            if healthMinEvents < 1 { throw decoder.fail("'health_min_events' must be at least 1", forKey: CodingKeys.healthMinEvents, code: .badValue) }
+            if !(healthDropRatio > 0 && healthDropRatio <= 1) {
+                throw decoder.fail("'health_drop_ratio' must be in (0, 1]", forKey: CodingKeys.healthDropRatio, code: .badValue)
+            }
         }
     }
 
@@ -60,6 +83,8 @@ public final class MatchStage: Stage {
     let rulesPath: String?
     /// nil: no reloading.
     let reloadEvery: Duration?
+    /// `rules_changed_since`, resolved.
+    let changedSince: String?
     private var logger: Logger
     private let clock = ContinuousClock()
     private var nextCheck: ContinuousClock.Instant
@@ -74,11 +99,20 @@ public final class MatchStage: Stage {
     let reloadFailures: StageCounter
     let versionCounter: StageCounter
 
+    // The release watchdog (nil without `health_topic`); counts start again with each rule set.
+    private var watchdog: RulesWatchdog?
+    private let health: (topic: String, options: RulesWatchdog.Options, every: Duration)?
+    private var healthTopicIndex: Int32 = -1
+    private var nextHealthCheck: ContinuousClock.Instant
+    let healthAlerts: StageCounter
+
     /// Loads and compiles the rules file.
     public init(config: Config, context: StageContext) throws {
         let path = context.resolvePath(config.rules)
         let stamp = GeoFileStamp(path: path)
-        matcher = try RuleMatcher(rules: RulesFile.load(path: path))
+        let since = config.rulesChangedSince.map { context.resolvePath($0) }
+        changedSince = since
+        matcher = try RuleMatcher(rules: Self.load(path, changedSince: since))
         rulesPath = path
         reloadEvery = config.reload ? .milliseconds(config.reloadCheck.milliseconds) : nil
         loadedStamp = stamp
@@ -89,12 +123,25 @@ public final class MatchStage: Stage {
         reloadFailures = context.counter("rules_reload_failures")
         versionCounter = context.gauge("rules_version")
         versionCounter.add()
+        health = config.healthTopic.map {
+            ($0, RulesWatchdog.Options(minEvents: config.healthMinEvents, dropRatio: config.healthDropRatio), .milliseconds(config.healthCheck.milliseconds))
+        }
+        let loaded = matcher
+        watchdog = health.map { RulesWatchdog(matcher: loaded, options: $0.options) }
+        nextHealthCheck = ContinuousClock.now.advanced(by: health?.every ?? .zero)
+        healthAlerts = context.counter("rules_health_alerts")
     }
 
-    /// Builds the stage from already loaded rules (tests); no reloading.
-    public init(matcher: RuleMatcher, context: StageContext) {
+    /// Builds the stage from already loaded rules (tests); no reloading. `health`: the watchdog's topic, options
+    /// and check interval (nil: none).
+    public init(matcher: RuleMatcher, context: StageContext, health: (topic: String, options: RulesWatchdog.Options, every: Duration)? = nil) {
+        self.health = health
+        watchdog = health.map { RulesWatchdog(matcher: matcher, options: $0.options) }
+        nextHealthCheck = ContinuousClock.now.advanced(by: health?.every ?? .zero)
+        healthAlerts = context.counter("rules_health_alerts")
         self.matcher = matcher
         rulesPath = nil
+        changedSince = nil
         reloadEvery = nil
         logger = context.logger
         nextCheck = clock.now
@@ -148,12 +195,64 @@ public final class MatchStage: Stage {
             } else {
                 Self.fastMatch(batch, ev, role, matcher, &w)
             }
+            if matcher.hasConditions && !w.hits.isEmpty { Self.checkConditions(batch, ev, matcher, &w) }
+            if let watchdog { Self.watch(batch, ev, role, watchdog, w) }
             if w.hits.isEmpty { continue }
             matched += 1
             Self.publishHits(&batch, i, outputs, w)
             if outputs.hasEntries { Self.addParameters(&batch, i, ev, outputs, &w) }
         }
         if matched > 0 { matchedCounter.add(matched) }
+        if let watchdog, let health, let last = batch.events.last, health.every == .zero || clock.now >= nextHealthCheck {
+            nextHealthCheck = clock.now.advanced(by: health.every)
+            writeAlerts(watchdog.alerts(), topic: health.topic, record: last.record, &output)
+        }
+    }
+
+    /// Counts one page view or click for the watchdog: its page and app version as raw bytes (escaped or
+    /// replaced ones are left out: rare, and a count is an estimate of traffic).
+    static func watch(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ watchdog: RulesWatchdog, _ w: borrowing Work) {
+        batch.json.withUnsafeBufferPointer { j in
+            let base = j.baseAddress!
+            func raw(_ n: Int) -> RawText {
+                let k = w.found[n]
+                guard k >= 0 else { return .absent }
+                let p = batch.properties[k]
+                guard p.fix == .keep, !p.valueEscaped else { return .absent }
+                switch p.kind {
+                case .string: return RawText(base + Int(p.value.start) + 1, p.value.count - 2)
+                case .number: return RawText(base + Int(p.value.start), p.value.count)
+                default: return .absent
+                }
+            }
+            let screen = raw(0)
+            let page = screen.isPresent ? screen : raw(1)
+            var version = raw(3)
+            if !version.isPresent && ev.lib.isPresent {
+                let lib = UnsafeRawBufferPointer(start: base + Int(ev.lib.start), count: ev.lib.count)
+                let member = RuleMatcher.appVersionKey.withUnsafeBytes { MiniJSON.member($0, in: lib) }
+                if let r = member, lib[r.lowerBound] == 0x22 { version = RawText(base + Int(ev.lib.start) + r.lowerBound + 1, r.count - 2) }
+            }
+            watchdog.observe(role: role, page: page, version: version, hits: w.hits[...])
+        }
+    }
+
+    /// Writes the watchdog's new alerts to the `rules.health` topic: key `{rule}|{app_version}`, value the record.
+    private func writeAlerts(_ alerts: [RulesWatchdog.Alert], topic: String, record: Int32, _ output: inout OutputBuffer) {
+        guard !alerts.isEmpty else { return }
+        if healthTopicIndex < 0 { healthTopicIndex = output.topicIndex(topic) }
+        for a in alerts {
+            let keyStart = output.begin()
+            output.bytes.append(contentsOf: a.key.utf8)
+            let valueStart = output.bytes.count
+            output.bytes.append(contentsOf: a.json.utf8)
+            output.finish(topic: healthTopicIndex, record: record, keyStart: keyStart, valueStart: valueStart)
+            logger.warning("rule stopped matching on a release", metadata: [
+                "rule": "\(a.rule)", "app_version": "\(a.appVersion)", "page": "\(a.page)", "events": "\(a.events)", "matched": "\(a.matched)",
+                "previous_version": "\(a.previousVersion)",
+            ])
+        }
+        healthAlerts.add(alerts.count)
     }
 
     /// The fields of an event the stage reads. An `Event` is over 200 bytes: copying one out of the batch per
@@ -192,6 +291,8 @@ public final class MatchStage: Stage {
         var cache: MatchCache?
         /// `addParameters`' copies, and where each added property ends (relative to the first).
         var pieces: [Piece] = [], ends: [Int32] = []
+        /// `where:` conditions' per-event state.
+        var conditions = ConditionScratch()
 
         mutating func resize(names: Int) {
             found = Array(repeating: -1, count: 15)
@@ -398,8 +499,59 @@ public final class MatchStage: Stage {
     static func slowMatch(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) -> Bool {
         let f = facts(batch, ev, role, w.found)
         if matcher.isIgnored(page: f.page) { return false }
-        matcher.match(role: role, facts: f, into: &w.hits)
+        // Conditions read the batch's properties: `checkConditions`, as for the fast path.
+        matcher.match(role: role, facts: f, into: &w.hits, conditions: false)
         return true
+    }
+
+    /// Drops the hits whose `where:` conditions do not hold (read from the event's kept properties).
+    static func checkConditions(_ batch: borrowing EventBatch, _ ev: EventView, _ matcher: RuleMatcher, _ w: inout Work) {
+        batch.json.withUnsafeBufferPointer { j in
+            batch.scratch.withUnsafeBufferPointer { s in
+                batch.properties.withUnsafeBufferPointer { props in
+                    let lo = Int(ev.firstProperty)
+                    var reader = BatchProperties(json: j.baseAddress!, scratch: s.baseAddress ?? j.baseAddress!, props: props.baseAddress!,
+                                                 range: lo..<(lo + Int(ev.propertyCount)))
+                    let lib = ev.lib.isPresent ? RawText(j.baseAddress! + Int(ev.lib.start), ev.lib.count) : RawText.absent
+                    matcher.applyConditions(&w.hits, from: 0, properties: &reader, lib: lib, scratch: &w.conditions)
+                }
+            }
+        }
+    }
+
+    /// The kept properties of one event as `where:` conditions read them (pointers valid during `checkConditions`).
+    struct BatchProperties: EventProperties {
+        let json: UnsafePointer<UInt8>, scratch: UnsafePointer<UInt8>, props: UnsafePointer<Property>
+        let range: Range<Int>
+        /// A string with escapes, decoded (rare).
+        var decoded: [UInt8] = []
+
+        mutating func value(of name: UnsafeRawBufferPointer) -> PropertyValue? {
+            let n = name.count
+            for k in range {
+                let p = props[k]
+                guard p.fix != .drop, p.name.count == n,
+                      n == 0 || memcmpEqual(json + Int(p.name.start), name.baseAddress!.assumingMemoryBound(to: UInt8.self), n) else { continue }
+                let replaced = p.fix == .replace
+                let start = replaced ? scratch + Int(p.replacement.start) : json + Int(p.value.start)
+                let count = replaced ? p.replacement.count : p.value.count
+                switch p.kind {
+                case .string:
+                    guard count >= 2 else { return nil }
+                    if replaced || p.valueEscaped {
+                        decoded = unescapeJSONString(UnsafeRawBufferPointer(start: start + 1, count: count - 2))
+                        // Not touched again until the next look-up: the bytes stay put.
+                        return decoded.withUnsafeBufferPointer { PropertyValue(kind: .string, text: RawText($0.baseAddress ?? start, $0.count)) }
+                    }
+                    return PropertyValue(kind: .string, text: RawText(start + 1, count - 2))
+                case .number: return PropertyValue(kind: .number, text: RawText(start, count))
+                case .bool: return PropertyValue(kind: .bool, text: RawText(start, count))
+                case .object: return PropertyValue(kind: .object, text: RawText(start, count))
+                case .null, .array: return PropertyValue(kind: .other, text: RawText(start, count))
+                }
+            }
+            return nil
+        }
     }
 
     /// What the matcher reads of an event, decoded to Strings; `found` comes from `findProperties`.
@@ -622,6 +774,38 @@ public final class MatchStage: Stage {
 // MARK: - reloading the rules file
 
 extension MatchStage {
+    /// The rules file at `path`; with `changedSince`, only its rules added or changed since that older file.
+    static func load(_ path: String, changedSince: String?) throws -> RulesFile {
+        let rules = try RulesFile.load(path: path)
+        guard let changedSince else { return rules }
+        return rules.changed(since: try RulesFile.load(path: changedSince))
+    }
+
+    /// `spec` with its `match` stage matching only the rules added or changed since `oldRules` (a path), and
+    /// without reloading or watchdog: the pipeline of a backfill. The stage's rules path is made absolute
+    /// (relative to the pipeline file, as before), `oldRules` too (relative to the working directory).
+    public static func backfill(_ spec: PipelineSpec, changedSince oldRules: String) throws -> PipelineSpec {
+        guard let m = spec.stages.firstIndex(where: { $0.kind == kind }) else {
+            throw PipelineError(code: .invalid, message: "pipeline '\(spec.file)' has no '\(kind)' stage", hint: "a backfill recomputes the rules of its match stage")
+        }
+        let config = try spec.stages[m].node.decode(Config.self, ignoringKeys: ["kind"])
+        // The stage resolves relative paths against the pipeline's directory: both are made absolute here.
+        let cwd = FileManager.default.currentDirectoryPath
+        func absolute(_ p: String) -> String { p.hasPrefix("/") ? p : cwd + "/" + p }
+        let file = absolute(spec.file)
+        let rules = config.rules.hasPrefix("/") ? config.rules : String(file[..<file.lastIndex(of: "/")!]) + "/" + config.rules
+        let oldRules = absolute(oldRules)
+        func q(_ s: String) -> String {
+            var out: [UInt8] = []
+            JSONOut.appendString(s, to: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        let yaml = "kind: \(kind)\nrules: \(q(rules))\nreload: false\nrules_changed_since: \(q(oldRules))\n"
+        var out = spec
+        out.stages[m].node = try ConfigDocument.parse(yaml: yaml, file: spec.file, environment: [:])
+        return out
+    }
+
     /// Between batches: installs a rule set loaded in the background, and looks at the file when it is time.
     private func reloadBetweenBatches(_ every: Duration) {
         if loading, let delivery = mailbox.take() {
@@ -646,9 +830,10 @@ extension MatchStage {
         if stamp == loadedStamp || stamp == failedStamp { return }
         loading = true
         let mailbox = self.mailbox
+        let since = changedSince
         // Parsing YAML and compiling regexes takes milliseconds: not on the worker thread.
         let thread = Thread {
-            mailbox.put(RulesMailbox.Delivery(stamp: stamp, result: Result { try RuleMatcher(rules: RulesFile.load(path: path)) }))
+            mailbox.put(RulesMailbox.Delivery(stamp: stamp, result: Result { try RuleMatcher(rules: Self.load(path, changedSince: since)) }))
         }
         thread.name = "maidian-rules-load"
         thread.start()
@@ -661,6 +846,7 @@ extension MatchStage {
         case .success(let fresh):
             let diff = RulesDiff(from: matcher.rules, to: fresh.rules)
             matcher = fresh
+            if let health { watchdog = RulesWatchdog(matcher: fresh, options: health.options) }
             loadedStamp = delivery.stamp
             failedStamp = nil
             version += 1

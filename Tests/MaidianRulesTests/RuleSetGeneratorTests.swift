@@ -11,7 +11,7 @@ final class RuleSetGeneratorTests: XCTestCase {
     /// Page views and clicks of `testdata/traffic/sample.ndjson`, decoded.
     static let sample: [(EventRole, EventFacts)] = {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../../testdata/traffic/sample.ndjson").standardized.path
+            .appendingPathComponent("../../testdata/traffic/sample.ndjson").standardized.path
         guard let records = try? Recording.read(path: path) else { return [] }
         var out: [(EventRole, EventFacts)] = []
         let decoder = RecordDecoder()
@@ -82,6 +82,31 @@ final class RuleSetGeneratorTests: XCTestCase {
             ] { XCTAssertTrue(has, "\(count) rules: some element rule uses \(what)") }
             XCTAssertEqual(Set(rules.actions.map(\.kind)), Set(ActionKind.allCases))
         }
+    }
+
+    /// `bench-match --conditions`: the generated `where:` conditions load, and some hold on the sample's events.
+    func testGeneratedConditionsLoadAndFilter() throws {
+        try XCTSkipIf(Self.sample.isEmpty, "needs testdata/traffic/sample.ndjson")
+        let plain = try RuleMatcher(rules: RulesFile.parse(RuleSetGenerator(catalog: Self.catalog).yaml(count: 1000)))
+        let text = RuleSetGenerator(catalog: Self.catalog, conditions: 50).yaml(count: 1000)
+        let rules = try RulesFile.parse(text, file: "rules-1000.yaml")
+        let withWhere = rules.pages.filter { !$0.conditions.isEmpty }.count + rules.elements.filter { !$0.conditions.isEmpty }.count
+            + rules.actions.filter { !$0.conditions.isEmpty }.count
+        XCTAssertGreaterThan(withWhere, 300)
+        XCTAssertLessThan(withWhere, 700)
+        let m = try RuleMatcher(rules: rules)
+        XCTAssertTrue(m.hasConditions)
+        var kept = 0, dropped = 0
+        for (role, facts) in Self.sample.prefix(3000) {
+            var all: [Int] = [], filtered: [Int] = []
+            plain.match(role: role, facts: facts, into: &all)
+            m.match(role: role, facts: facts, into: &filtered)
+            XCTAssertTrue(Set(filtered).isSubset(of: Set(all)), "conditions only remove candidates")
+            kept += filtered.count
+            dropped += all.count - filtered.count
+        }
+        XCTAssertGreaterThan(kept, 0)
+        XCTAssertGreaterThan(dropped, 0)
     }
 
     /// The multi-pattern scan reports exactly the patterns that match when each is compiled and tried alone.

@@ -3,14 +3,7 @@ import MaidianPipeline
 import XCTest
 
 final class RulesLoaderTests: XCTestCase {
-    func error(_ yaml: String) -> String {
-        do {
-            _ = try RulesFile.parse(yaml, file: "r.yaml")
-            return "no error"
-        } catch {
-            return "\(error)"
-        }
-    }
+    func error(_ yaml: String) -> String { rulesError(yaml) }
 
     func testSampleLoads() throws {
         let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

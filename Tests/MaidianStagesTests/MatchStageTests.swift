@@ -110,6 +110,83 @@ final class MatchStageTests: XCTestCase {
         XCTAssertEqual(stage.matchedCounter.value, 4)
     }
 
+    /// `where:` conditions read the batch's kept properties (escaped values decoded), after the cached match.
+    func testConditionsOnBatchProperties() throws {
+        let rules = """
+        pages:
+          - {id: sale, screen: HomeViewController, where: {$title: {regex: "^Sale"}}}
+        elements:
+          - id: phones
+            path: "UIWindow-UIView"
+            type: UIButton
+            where: {item_name: [Phones, Tablets], price: {">=": 100}}
+          - id: cells_on_sale
+            path: "UIWindow-UITableView"
+            type: UITableViewCell
+            content_key: "UIView-UILabel(0)"
+            content: {regex: "^Sa"}
+        """
+        let stage = MatchStage(matcher: try RuleMatcher(rules: RulesFile.parse(rules)), context: StageHarness.context())
+        let h = try harness(stage)
+        func click(_ id: Int64, _ extra: String) -> String {
+            trackEvent(event: "$AppClick", trackID: id, properties:
+                #"{"$screen_name":"HomeViewController","$element_path":"UIWindow-UIView","$element_type":"UIButton","# + extra + "}")
+        }
+        let events = [
+            click(1, #""item_name":"Phones","price":120"#),
+            click(2, #""item_name":"Phones","price":99.5"#),
+            click(3, #""item_name":"Tab\u006cets","price":"100""#),
+            click(4, #""item_name":"Laptops","price":500"#),
+            click(5, #""price":500"#),
+            trackEvent(event: "$AppViewScreen", trackID: 6, properties: #"{"$screen_name":"HomeViewController","$title":"Sale now"}"#),
+            trackEvent(event: "$AppViewScreen", trackID: 7, properties: #"{"$screen_name":"HomeViewController","$title":"New"}"#),
+            trackEvent(event: "$AppClick", trackID: 8, properties: Self.cell),
+            trackEvent(event: "$AppClick", trackID: 9, properties: Self.cell.replacingOccurrences(of: "Sale", with: "New")),
+        ]
+        let r = try h.run([TestRecord(json: "[" + events.joined(separator: ",") + "]")])
+        let matched = (0..<9).map { props(r, $0)["$matched_rules"] as? [String] ?? [] }
+        XCTAssertEqual(matched, [["phones"], [], ["phones"], [], [], ["sale"], [], ["cells_on_sale"], []])
+        XCTAssertEqual(hits(h, 0).map(\.0), ["\"phones\""])
+        XCTAssertEqual(hits(h, 1).count, 0, "no hit for a candidate whose conditions fail")
+        XCTAssertEqual(stage.matchedCounter.value, 4)
+    }
+
+    /// The release watchdog writes one `rules.health` record when a version's clicks on the rule's page stop
+    /// matching it (the button moved into a stack view on 4.0).
+    func testWatchdogWritesRulesHealth() throws {
+        let rules = """
+        elements:
+          - {id: buy, screen: ProductViewController, path: "UIWindow-UIView-UIButton", type: UIButton}
+        """
+        let context = StageHarness.context()
+        let stage = MatchStage(matcher: try RuleMatcher(rules: RulesFile.parse(rules)), context: context,
+                               health: ("rules.health", .init(minEvents: 20), .zero))
+        let h = try harness(stage)
+        func click(_ id: Int, _ version: String, _ path: String) -> String {
+            trackEvent(event: "$AppClick", trackID: Int64(id), properties:
+                #"{"$screen_name":"ProductViewController","$element_path":"\#(path)","$element_type":"UIButton","$app_version":"\#(version)"}"#)
+        }
+        let old = (0..<30).map { click($0, "3.9", "UIWindow-UIView-UIButton") }
+        let moved = (30..<60).map { click($0, "4.0", "UIWindow-UIView-UIStackView-UIButton") }
+        _ = try h.run([TestRecord(json: "[" + old.joined(separator: ",") + "]")])
+        XCTAssertEqual(h.output.topics.firstIndex(of: "rules.health"), nil, "nothing to report on one version")
+        _ = try h.run([TestRecord(json: "[" + moved.joined(separator: ",") + "]")])
+        let topic = try XCTUnwrap(h.output.topics.firstIndex(of: "rules.health"))
+        let health = h.output.messages.indices.filter { h.output.messages[$0].topic == Int32(topic) }
+        XCTAssertEqual(health.count, 1)
+        XCTAssertEqual(h.output.keyString(health[0]), "buy|4.0")
+        let record = try JSONSerialization.jsonObject(with: Data(h.output.valueString(health[0]).utf8)) as! [String: Any]
+        XCTAssertEqual(record["rule"] as? String, "buy")
+        XCTAssertEqual(record["app_version"] as? String, "4.0")
+        XCTAssertEqual(record["events"] as? Int, 30)
+        XCTAssertEqual(record["matched"] as? Int, 0)
+        XCTAssertEqual(record["previous_version"] as? String, "3.9")
+        XCTAssertEqual(record["previous_matched"] as? Int, 30)
+        XCTAssertEqual(stage.healthAlerts.value, 1)
+        _ = try h.run([TestRecord(json: "[" + (60..<70).map { click($0, "4.0", "x") }.joined(separator: ",") + "]")])
+        XCTAssertEqual(stage.healthAlerts.value, 1, "once per rule and version")
+    }
+
     func testConfigFromYAML() throws {
         let dir = try tempDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
