@@ -27,10 +27,11 @@ final class CalibrateTimeStageTests: XCTestCase {
 
     func testNeedsBothFlushTimeAndReceivedAt() throws {
         let h = try StageHarness.standard()
-        let ev1 = trackEvent(time: 1000, trackID: 1, flushTime: nil)
-        let ev2 = trackEvent(time: 1000, trackID: 2, flushTime: 2000)
+        let t: Int64 = 1_700_000_000_000
+        let ev1 = trackEvent(time: t, trackID: 1, flushTime: nil)
+        let ev2 = trackEvent(time: t, trackID: 2, flushTime: t + 1000_000)
         let r = try h.run([TestRecord(json: "[\(ev1)]", receivedAt: 1_763_700_000_000), TestRecord(json: "[\(ev2)]", receivedAt: nil)])
-        XCTAssertEqual(r.enriched.map { $0.value["time"] as? Int64 }, [1000, 1000])
+        XCTAssertEqual(r.enriched.map { $0.value["time"] as? Int64 }, [t, t])
     }
 
     func testClockBehind() throws {
@@ -43,11 +44,11 @@ final class CalibrateTimeStageTests: XCTestCase {
 
     func testTimeAfterPropertiesIsRewritten() throws {
         let h = try StageHarness.standard()
-        let ev = "{\"type\":\"track\",\"event\":\"e\",\"distinct_id\":\"u\",\"properties\":{\"a\":1},\"_flush_time\":1600000100000,\"time\":1600000099000}"
-        let r = try h.run([TestRecord(json: "[\(ev)]", receivedAt: 1_600_000_200_000)])
-        XCTAssertEqual(r.enriched[0].value["time"] as? Int64, 1_600_000_199_000)
+        let ev = "{\"type\":\"track\",\"event\":\"e\",\"distinct_id\":\"u\",\"properties\":{\"a\":1},\"_flush_time\":1700000100000,\"time\":1700000099000}"
+        let r = try h.run([TestRecord(json: "[\(ev)]", receivedAt: 1_700_000_200_000)])
+        XCTAssertEqual(r.enriched[0].value["time"] as? Int64, 1_700_000_199_000)
         let p = r.enriched[0].value["properties"] as? [String: Any]
-        XCTAssertEqual(p?["$client_time"] as? Int64, 1_600_000_099_000)
+        XCTAssertEqual(p?["$client_time"] as? Int64, 1_700_000_099_000)
         XCTAssertEqual(p?["a"] as? Int, 1)
     }
 
