@@ -266,10 +266,13 @@ public struct MatchHit: Sendable {
 
 /// Event flag bits (`Event.flags`).
 public enum EventFlag {
-    /// Older than its partition's watermark on arrival: enriched with `$late: true`, not counted or paired.
+    /// Older than its partition's watermark on arrival: enriched with `$late: true` (still counted and paired
+    /// within the allowed lateness).
     public static let late: UInt32 = 1
     /// The event's page is ignored (defaults plus the rules file's `ignore_pages`): never counted or paired.
     public static let ignoredPage: UInt32 = 2
+    /// Late by more than the allowed lateness (with `late`): not counted, paired or trailed.
+    public static let tooLate: UInt32 = 4
 }
 
 /// One input record of a batch (a Kafka record or a recording line).

@@ -2,52 +2,110 @@ import MaidianEvents
 import MaidianPipeline
 
 /// Corrects events from devices whose clock is wrong (wire format §2, time calibration): when
-/// `|received_at - _flush_time|` exceeds `max_skew`, the event time moves by that difference and the client's
-/// original time is kept in `$client_time`.
+/// `|received_at - _flush_time|` exceeds `max_skew`, the event time moves by that difference; a time still
+/// more than `max_future` after its record's `received_at` (else the Kafka record timestamp) becomes that
+/// time. Either way the client's original time is kept in `$client_time`.
+///
+/// Calibration never leaves the wire format's time range (2015-01-01 to 2100-01-01): a correction that would
+/// (or whose arithmetic would overflow) moves the event to its record's `received_at` instead, because a
+/// difference that large means `_flush_time` itself is garbage while the collector's clock is not.
 public final class CalibrateTimeStage: Stage {
     public struct Config: Decodable, Sendable {
         /// Largest tolerated difference between the collector's and the client's clock.
         public var maxSkew: ConfigDuration = ConfigDuration(milliseconds: 60_000)
-        enum CodingKeys: String, CodingKey { case maxSkew = "max_skew" }
+        /// How far ahead of its receive time an event may be before its clock counts as uncorrectable.
+        public var maxFuture: ConfigDuration = ConfigDuration(milliseconds: 10 * 60_000)
+        enum CodingKeys: String, CodingKey { case maxSkew = "max_skew", maxFuture = "max_future" }
         public init() {}
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             maxSkew = try c.decodeIfPresent(ConfigDuration.self, forKey: .maxSkew) ?? ConfigDuration(milliseconds: 60_000)
+            maxFuture = try c.decodeIfPresent(ConfigDuration.self, forKey: .maxFuture) ?? ConfigDuration(milliseconds: 10 * 60_000)
+            if maxFuture.milliseconds < 0 { throw PipelineError(code: .badValue, message: "'max_future' must not be negative") }
         }
     }
 
     public static let kind = "calibrate_time"
     public static let summary = "moves events of devices with wrong clocks to collector time, keeping $client_time"
 
+    /// The SPEC's valid event times: 2015-01-01 (inclusive) to 2100-01-01 (exclusive), in ms.
+    public static let validTimes: Range<Int64> = 1_420_070_400_000..<4_102_444_800_000
+
     let maxSkew: Int64
-    /// Reused per batch: events to calibrate and by how much.
-    private var skewed: [(Int, Int64)] = []
+    let maxFuture: Int64
+    /// Reused per batch: events to change and their new time.
+    private var changed: [(Int, Int64)] = []
     let calibrated: StageCounter
+    let clamped: StageCounter
+    let outOfRange: StageCounter
 
     public init(config: Config, context: StageContext) throws {
         self.maxSkew = config.maxSkew.milliseconds
+        self.maxFuture = config.maxFuture.milliseconds
         self.calibrated = context.counter("calibrated")
+        self.clamped = context.counter("clamped_future")
+        self.outOfRange = context.counter("calibrated_out_of_range")
+    }
+
+    /// The event's time after calibration and the clamp, or nil when it stays. Overflow-safe for any inputs.
+    @inline(__always)
+    static func corrected(time: Int64, flushTime: Int64?, receivedAt: Int64?, timestamp: Int64,
+                          maxSkew: Int64, maxFuture: Int64) -> (time: Int64, skewed: Bool, clamped: Bool, outOfRange: Bool)? {
+        var t = time
+        var skewed = false, outOfRange = false
+        if let flushTime, let receivedAt {
+            let (skew, o1) = receivedAt.subtractingReportingOverflow(flushTime)
+            if o1 || skew > maxSkew || skew < -maxSkew {
+                skewed = true
+                let (moved, o2) = time.addingReportingOverflow(skew)
+                if o1 || o2 || !validTimes.contains(moved) {
+                    // `_flush_time` is garbage: the collector's receive time is the best guess left (it is
+                    // checked below like any other time); if it is out of range too, the client time stays.
+                    outOfRange = true
+                    t = validTimes.contains(receivedAt) ? receivedAt : time
+                } else {
+                    t = moved
+                }
+            }
+        }
+        // The clamp: the reference is the collector's receive time, else the Kafka record's timestamp (a
+        // missing or nonsensical reference clamps nothing).
+        let reference = receivedAt ?? timestamp
+        var clamped = false
+        if validTimes.contains(reference) {
+            let (limit, o) = reference.addingReportingOverflow(maxFuture)
+            if !o && t > limit {
+                t = reference
+                clamped = true
+            }
+        }
+        return skewed || clamped ? (t, skewed, clamped, outOfRange) : nil
     }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         // One read-only pass finds the (few) events with a wrong clock; then they are changed.
-        skewed.removeAll(keepingCapacity: true)
-        let maxSkew = self.maxSkew
+        changed.removeAll(keepingCapacity: true)
+        let maxSkew = self.maxSkew, maxFuture = self.maxFuture
         batch.events.withUnsafeBufferPointer { evs in
             batch.records.withUnsafeBufferPointer { recs in
-                for i in evs.indices where evs[i].status == .live && evs[i].type.isTrack && evs[i].hasFlushTime {
-                    let rec = Int(evs[i].record)
-                    guard recs[rec].hasReceivedAt else { continue }
-                    let skew = recs[rec].receivedAt &- evs[i].flushTime
-                    if skew > maxSkew || skew < -maxSkew { skewed.append((i, skew)) }
+                for i in evs.indices where evs[i].status == .live && evs[i].type.isTrack {
+                    let rec = recs[Int(evs[i].record)]
+                    guard let c = Self.corrected(
+                        time: evs[i].time, flushTime: evs[i].hasFlushTime ? evs[i].flushTime : nil,
+                        receivedAt: rec.hasReceivedAt ? rec.receivedAt : nil, timestamp: rec.timestamp,
+                        maxSkew: maxSkew, maxFuture: maxFuture)
+                    else { continue }
+                    if c.skewed { calibrated.add() }
+                    if c.clamped { clamped.add() }
+                    if c.outOfRange { outOfRange.add() }
+                    changed.append((i, c.time))
                 }
             }
         }
-        for (i, skew) in skewed {
+        for (i, time) in changed {
             let ev = batch.events[i]
-            batch.events[i].time = ev.time &+ skew
+            batch.events[i].time = time
             batch.events[i].calibrated = true
-            calibrated.add()
             if !batch.hasProperty(event: i, .clientTime) {
                 let original = ev.clientTime
                 batch.addProperty(event: i, name: "$client_time") { JSONOut.appendInt(original, to: &$0) }

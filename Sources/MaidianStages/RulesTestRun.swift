@@ -121,7 +121,7 @@ public final class RulesTestRun {
             guard ev.isLive else { continue }
             report.totals.kept += 1
             guard ev.type.isTrack, ev.eventName.isPresent else { continue }
-            if ev.flags & EventFlag.late != 0 {
+            if ev.flags & EventFlag.tooLate != 0 {
                 report.totals.late += 1
                 continue
             }

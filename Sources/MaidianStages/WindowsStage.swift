@@ -38,6 +38,10 @@ public final class WindowsStage: Stage, Repartitioning {
     public struct Config: Decodable, Sendable {
         public var window = ConfigDuration(milliseconds: 60_000)
         public var lateness = ConfigDuration(milliseconds: 30_000)
+        /// How far behind the watermark a late event still counts (SPEC section 5); further: too late.
+        public var allowedLateness = ConfigDuration(milliseconds: 24 * 3_600_000)
+        /// A window changed by late events is written again at most once per this much time.
+        public var lateFlush = ConfigDuration(milliseconds: 10_000)
         public var idleTimeout = ConfigDuration(milliseconds: 60_000)
         public var by = ["app_version"]
         public var visitTimeout = ConfigDuration(milliseconds: 30 * 60_000)
@@ -51,7 +55,7 @@ public final class WindowsStage: Stage, Repartitioning {
         public var partialsTopic: String?
 
         enum CodingKeys: String, CodingKey {
-            case window, lateness, idleTimeout = "idle_timeout", by, visitTimeout = "visit_timeout"
+            case window, lateness, allowedLateness = "allowed_lateness", lateFlush = "late_flush", idleTimeout = "idle_timeout", by, visitTimeout = "visit_timeout"
             case trailLength = "trail_length", trailMaxAge = "trail_max_age", ignorePages = "ignore_pages", roles
             case countsTopic = "counts_topic", dwellTopic = "dwell_topic", trailsTopic = "trails_topic", partialsTopic = "partials_topic"
         }
@@ -68,6 +72,10 @@ public final class WindowsStage: Stage, Repartitioning {
             }
             window = try positive(.window, d.window)
             lateness = try c.decodeIfPresent(ConfigDuration.self, forKey: .lateness) ?? d.lateness
+            allowedLateness = try c.decodeIfPresent(ConfigDuration.self, forKey: .allowedLateness) ?? d.allowedLateness
+            if allowedLateness.milliseconds < 0 { throw PipelineError(code: .badValue, message: "'allowed_lateness' must not be negative") }
+            lateFlush = try c.decodeIfPresent(ConfigDuration.self, forKey: .lateFlush) ?? d.lateFlush
+            if lateFlush.milliseconds < 0 { throw PipelineError(code: .badValue, message: "'late_flush' must not be negative") }
             idleTimeout = try positive(.idleTimeout, d.idleTimeout)
             by = try c.decodeIfPresent([String].self, forKey: .by) ?? d.by
             visitTimeout = try positive(.visitTimeout, d.visitTimeout)
@@ -91,6 +99,7 @@ public final class WindowsStage: Stage, Repartitioning {
     let logger: Logger
     let window: Int64
     let lateness: Int64
+    let allowedLateness: Int64
     let visitTimeout: Int64
     let trailMaxAge: Int64
     let trailLength: Int
@@ -154,6 +163,7 @@ public final class WindowsStage: Stage, Repartitioning {
     public var merger: any PartialMerger { windowMerger }
 
     let lateCounter: StageCounter
+    let tooLateCounter: StageCounter
     let orphanCounter: StageCounter
     let visitsCounter: StageCounter
     let trailsCounter: StageCounter
@@ -168,12 +178,14 @@ public final class WindowsStage: Stage, Repartitioning {
     @exclusivity(unchecked) var libMemoKey: [UInt8] = []
     @exclusivity(unchecked) var libMemoValue: [UInt8]?
     @exclusivity(unchecked) var lateEvents: [Int32] = []
+    @exclusivity(unchecked) var tooLateEvents: [Int32] = []
 
     public init(config: Config, context: StageContext) throws {
         self.config = config
         self.logger = context.logger
         window = config.window.milliseconds
         lateness = config.lateness.milliseconds
+        allowedLateness = config.allowedLateness.milliseconds
         visitTimeout = config.visitTimeout.milliseconds
         trailMaxAge = config.trailMaxAge.milliseconds
         trailLength = config.trailLength
@@ -218,8 +230,10 @@ public final class WindowsStage: Stage, Repartitioning {
         roleEntries = entries
         roleHashCollisions = collisions
         ignored = (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) }
-        windowMerger = WindowMerger(countsTopic: config.countsTopic, logger: context.logger)
+        windowMerger = WindowMerger(countsTopic: config.countsTopic, allowedLateness: config.allowedLateness.milliseconds,
+                                    lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)
         lateCounter = context.counter("late")
+        tooLateCounter = context.counter("too_late")
         orphanCounter = context.counter("orphan_leaves")
         visitsCounter = context.counter("visits_closed")
         trailsCounter = context.counter("trails")
@@ -245,7 +259,10 @@ public final class WindowsStage: Stage, Repartitioning {
     public var outputTopics: [String] { [config.countsTopic, config.dwellTopic, config.trailsTopic] }
 
     public func restore(partition: Int32, maxEventTime: Int64?) {
-        partitions[partition] = PartitionWindows(partition: partition, maxTime: maxEventTime)
+        let st = PartitionWindows(partition: partition, maxTime: maxEventTime)
+        // The previous owner had closed the windows the watermark passed: late events for them are deltas.
+        if let maxEventTime { st.closedUpTo = saturatingSub(maxEventTime, lateness) }
+        partitions[partition] = st
     }
 
     public func partitionsRevoked(_ revoked: [Int32]) {

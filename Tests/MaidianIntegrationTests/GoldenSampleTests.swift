@@ -8,8 +8,14 @@ import XCTest
 /// `--until-end`, and an independent client reads the outputs back.
 final class GoldenSampleTests: XCTestCase {
     func testSampleTrafficTwoWorkers() throws {
-        let sample = Integration.shared.appendingPathComponent("traffic/sample.ndjson")
-        let expectedURL = Integration.shared.appendingPathComponent("traffic/sample.expected.json")
+        try Self.runGolden(recording: "sample", records: 9568)
+    }
+
+    /// Loads `traffic/<recording>.ndjson`, runs two workers until the end and checks every output against
+    /// `traffic/<recording>.expected.json`.
+    static func runGolden(recording: String, records recordCount: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+        let sample = Integration.shared.appendingPathComponent("traffic/\(recording).ndjson")
+        let expectedURL = Integration.shared.appendingPathComponent("traffic/\(recording).expected.json")
         guard FileManager.default.fileExists(atPath: sample.path) else {
             XCTFail("missing \(sample.path): the golden test needs testdata/traffic")
             return
@@ -26,7 +32,7 @@ final class GoldenSampleTests: XCTestCase {
         let bootstrap = broker.bootstrapServers
 
         let produced = try Integration.run(Integration.python, Integration.pythonArgs("kafka_produce_recording.py", [bootstrap, "events.raw", sample.path]), timeout: 180)
-        XCTAssertEqual(produced.trimmingCharacters(in: .whitespacesAndNewlines), "9568")
+        XCTAssertEqual(produced.trimmingCharacters(in: .whitespacesAndNewlines), String(recordCount))
 
         let env = [
             "MAIDIAN_BROKERS": bootstrap, "MAIDIAN_GROUP": group,
@@ -76,6 +82,12 @@ final class GoldenSampleTests: XCTestCase {
             XCTAssertEqual((got["time"] as? NSNumber)?.int64Value, (want["time"] as? NSNumber)?.int64Value, "time of \(trackID)")
             XCTAssertEqual(props["$ip"] as? String, want["$ip"] as? String, "$ip of \(trackID)")
             XCTAssertEqual((props["$client_time"] as? NSNumber)?.int64Value, (want["$client_time"] as? NSNumber)?.int64Value, "$client_time of \(trackID)")
+            if want.keys.contains("$receive_time") {
+                XCTAssertEqual((props["$receive_time"] as? NSNumber)?.int64Value, (want["$receive_time"] as? NSNumber)?.int64Value, "$receive_time of \(trackID)")
+            }
+            if want.keys.contains("$late") {
+                XCTAssertEqual(props["$late"] as? Bool, want["$late"] as? Bool, "$late of \(trackID)")
+            }
             XCTAssertEqual(props["$dropped_properties"] as? [String], want["$dropped_properties"] as? [String], "$dropped_properties of \(trackID)")
             // Location: equal when the sample has it, absent when it does not (private and unknown IPs).
             for key in ["$country", "$province", "$city"] {

@@ -92,13 +92,14 @@ final class PipelineSpecTests: XCTestCase {
         XCTAssertEqual(engine.counts.count, 11)
         XCTAssertEqual(engine.decoder.limits, spec.source.limits)
         XCTAssertEqual(engine.counters.map { "\($0.stage).\($0.counter.name)" }, [
-            "calibrate_time.calibrated", "dedup.duplicates", "location.located", "location.lookups", "location.reloads",
+            "calibrate_time.calibrated", "calibrate_time.clamped_future", "calibrate_time.calibrated_out_of_range",
+            "dedup.duplicates", "location.located", "location.lookups", "location.reloads",
             "device.unknown", "device.os_from_ua", "noise_filter.noise_dropped", "noise_filter.tab_bar_touch",
             "match.matched", "match.rules_reloads", "match.rules_reload_failures", "match.rules_version",
-            "windows.late", "windows.orphan_leaves", "windows.visits_closed", "windows.trails", "windows.idle_partitions",
+            "windows.late", "windows.too_late", "windows.orphan_leaves", "windows.visits_closed", "windows.trails", "windows.idle_partitions",
         ])
         // The kind locations point into the file.
-        XCTAssertEqual(spec.stages[2].kindLocation.description, "\(Self.appAnalytics):26:11")
+        XCTAssertEqual(spec.stages[2].kindLocation.description, "\(Self.appAnalytics):27:11")
     }
 
     func testAppAnalyticsEnvironmentOverrides() throws {

@@ -62,7 +62,8 @@ final class DedupStageTests: XCTestCase {
                 evs.append(trackEvent(time: t, trackID: Int64(batch * 1000 + i)))
                 t += 1000  // 100 s of event time per batch
             }
-            _ = try h.run([TestRecord(json: "[" + evs.joined(separator: ",") + "]")])
+            // Received when they happened (an online phone): no clock to clamp.
+            _ = try h.run([TestRecord(json: "[" + evs.joined(separator: ",") + "]", receivedAt: t)])
         }
         // Two generations of at most 10 minutes each: at most ~1200 s of events = 1200 keys (+ one batch).
         XCTAssertLessThanOrEqual(dedup.rememberedKeys, 1300)

@@ -18,8 +18,9 @@ final class WindowMergerTests: XCTestCase {
         /// Written `metrics.counts` records: key, value, the index of the record they are attributed to.
         var written: [(key: String, value: [String: Any], record: Int32)] = []
 
-        init(sources: Int32) {
-            merger = WindowMerger(countsTopic: "metrics.counts", logger: Logger(label: "test"))
+        /// `allowedLateness` 0: written windows are not kept (the merger as it was before late events).
+        init(sources: Int32, allowedLateness: Int64 = 0, lateFlush: Duration = .zero) {
+            merger = WindowMerger(countsTopic: "metrics.counts", allowedLateness: allowedLateness, lateFlush: lateFlush, logger: Logger(label: "test"))
             merger.sourcePartitions = sources
         }
 
@@ -37,6 +38,23 @@ final class WindowMergerTests: XCTestCase {
             let p = PartialAggregate(sourcePartition: source, windowEnd: (window + 1) * minute, head: Array(head.utf8), count: count,
                                      users: set, isDwell: durations != nil, sumMs: durations?.reduce(0, +) ?? 0, durations: digest)
             add(.partial(p), key: "\(metric)|\(rule)|\(window * minute)|", q: q, replay: replay)
+        }
+
+        /// A late pv partial: the contribution of the record at `offset` of `source` to a window it closed.
+        func late(_ source: Int32, window: Int64, offset: Int64, rule: String = "home", count: Int64, users: [UInt64],
+                  internal q: Int32 = 0, replay: Bool = false) {
+            var set = UserSet()
+            for u in users { set.insert(u) }
+            let head = "{\"metric\":\"pv\",\"rule\":\"\(rule)\",\"window_start\":\(window * minute),\"window_end\":\((window + 1) * minute),\"dims\":{}"
+            var value: [UInt8] = []
+            Array(head.utf8).withUnsafeBytes { h in
+                InternalMessage.encodePartial(sourcePartition: source, windowEnd: (window + 1) * minute, head: h, count: count, isDwell: false,
+                                              sumMs: 0, durations: DurationDigest(), lateOffset: offset, into: &value) { set.encode(into: &$0) }
+            }
+            let o = offsets[q, default: 0]
+            offsets[q] = o + 1
+            batch.append(InternalRecord(partition: q, offset: o, key: Array("pv|\(rule)|\(window * minute)|".utf8), value: value,
+                                        index: Int32(batch.count), replay: replay))
         }
 
         func progress(_ source: Int32, _ watermark: Int64, idle: Bool = false, internal q: Int32 = 0, replay: Bool = false) {
@@ -213,6 +231,72 @@ final class WindowMergerTests: XCTestCase {
         XCTAssertEqual(f.merger.latePartials.value, 1)
         XCTAssertEqual(f.written.count, 1)
         XCTAssertEqual(int(f.written.first?.value["count"]), 1)
+    }
+
+    func testLatePartialsRewriteAWrittenWindowOncePerRecord() throws {
+        let f = Feed(sources: 2, allowedLateness: 24 * 60 * Self.minute)
+        f.partial(0, window: 0, count: 2, users: [1, 2])
+        f.partial(1, window: 0, count: 1, users: [3])
+        f.progress(0, 2 * Self.minute)
+        f.progress(1, 2 * Self.minute)
+        XCTAssertEqual(try f.flush().count, 1)
+        // Late contributions of two records of source 1; the second is sent again (its source re-read it).
+        f.late(1, window: 0, offset: 40, count: 1, users: [2])
+        f.late(1, window: 0, offset: 41, count: 2, users: [4, 5])
+        f.late(1, window: 0, offset: 41, count: 2, users: [4, 5])
+        let out = try f.flush()
+        XCTAssertEqual(out.count, 1, "written again once for the batch")
+        XCTAssertEqual(int(out.first?.value["count"]), 6)
+        XCTAssertEqual(int(out.first?.value["users"]), 5, "exact: user 2 counted once")
+        XCTAssertEqual(out.first?.key, Feed.key("home", window: 0))
+        XCTAssertEqual(f.merger.latePartials.value, 0)
+        XCTAssertEqual(f.merger.windowsRewritten.value, 1)
+        // A late partial for a key the window did not have yet is written as a new key.
+        f.late(0, window: 0, offset: 7, rule: "other", count: 1, users: [9])
+        XCTAssertEqual(try f.flush().map(\.key), [Feed.key("other", window: 0)])
+        // A late partial for a window not written yet waits with its partials.
+        f.partial(0, window: 3, count: 1, users: [1])
+        f.late(1, window: 3, offset: 50, count: 1, users: [2])
+        XCTAssertTrue(try f.flush().isEmpty)
+        f.progress(0, 5 * Self.minute)
+        f.progress(1, 5 * Self.minute)
+        let w3 = try f.flush()
+        XCTAssertEqual(w3.map { int($0.value["count"]) }, [2])
+    }
+
+    func testLateRewritesAreWrittenAtMostOncePerLateFlush() throws {
+        let f = Feed(sources: 1, allowedLateness: 24 * 60 * Self.minute, lateFlush: .seconds(3600))
+        f.partial(0, window: 0, count: 1, users: [1])
+        f.progress(0, 2 * Self.minute)
+        try f.flush()
+        f.late(0, window: 0, offset: 10, count: 1, users: [2])
+        XCTAssertEqual(try f.flush().map { int($0.value["count"]) }, [2], "the first rewrite")
+        f.late(0, window: 0, offset: 11, count: 1, users: [3])
+        XCTAssertTrue(try f.flush().isEmpty, "within the late flush")
+        XCTAssertFalse(f.merger.isComplete(partition: 0))
+        f.progress(0, .max)
+        XCTAssertEqual(try f.flush().map { int($0.value["count"]) }, [3], "the end of the input writes every change")
+        XCTAssertTrue(f.merger.isComplete(partition: 0))
+    }
+
+    func testWrittenWindowsAreKeptForTheAllowedLatenessAndRebuiltOnReplay() throws {
+        let f = Feed(sources: 1, allowedLateness: 24 * 60 * Self.minute)
+        f.partial(0, window: 0, count: 1, users: [1])
+        f.progress(0, 2 * Self.minute)
+        try f.flush()
+        XCTAssertEqual(f.merger.replayFrom(partition: 0), 0, "the written window's partial is still needed")
+        // A new merger re-reads from the replay point: the written window is rebuilt and takes late partials.
+        let g = Feed(sources: 1, allowedLateness: 24 * 60 * Self.minute)
+        g.merger.restore(partition: 0, writtenUpTo: f.merger.writtenUpTo(partition: 0))
+        g.partial(0, window: 0, count: 1, users: [1], replay: true)
+        g.progress(0, 2 * Self.minute, replay: true)
+        g.late(0, window: 0, offset: 3, count: 1, users: [2])
+        let out = try g.flush()
+        XCTAssertEqual(out.map { int($0.value["count"]) }, [2])
+        // Past the allowed lateness (24 h) behind the watermark, written windows are forgotten.
+        f.progress(0, 25 * 60 * Self.minute)
+        try f.flush()
+        XCTAssertEqual(f.merger.replayFrom(partition: 0), 2, "only the latest progress is needed now")
     }
 
     func testEveryIdleSourceDoesNotMakeLaterWindowsLate() throws {

@@ -62,26 +62,141 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertEqual(rec["dims"] as? [String: String], ["app_version": "3.2.1"])
     }
 
-    func testLateEventsAreFlaggedAndCountedButNeitherCountedNorPaired() throws {
-        let h = try H()
-        try h.run([[Ev.enter("u1", home, 100_000)]])  // watermark 70 s
-        try h.run([[Ev.enter("u2", home, 69_999), Ev.leave("u1", home, 60_000), Ev.click("u2", home, 65_000),
-                    Ev.enter("u3", home, 70_000)]])
-        let late = h.enriched.map { ($0["properties"] as? [String: Any])?["$late"] as? Bool }
-        XCTAssertEqual(late, [true, true, true, nil])
-        XCTAssertEqual(h.stage.lateCounter.value, 3)
+    func testLateEventsWithinTheAllowedLatenessCountEverywhere() throws {
+        let h = try H(config: config { $0.lateFlush = .init(milliseconds: 0) })
+        try h.run([[Ev.enter("u1", home, 10_000)]])
+        try h.run([[Ev.other("x", 200_000)]])  // watermark 170 s: windows 0-1 closed and written
+        XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["count"]), 1)
+        let firstWrites = h.countsWritten.count
 
-        try h.run([[Ev.crash("u2", 110_000)]])
+        // An offline phone's cache: a visit of window 0 (closed at the source and written by the merger).
+        try h.run([[Ev.enter("u2", home, 20_000), Ev.click("u2", home, 25_000), Ev.leave("u2", home, 50_000), Ev.crash("u2", 55_000)]])
+        let late = h.enriched.map { ($0["properties"] as? [String: Any])?["$late"] as? Bool }
+        XCTAssertEqual(late, [true, true, true, true])
+        XCTAssertEqual(h.stage.lateCounter.value, 4)
+        XCTAssertEqual(h.stage.tooLateCounter.value, 0)
+        // The window's record is written again, same key, new totals.
+        let counts = h.counts
+        XCTAssertEqual(int(counts[key("pv", "home", 0)]?["count"]), 2)
+        XCTAssertEqual(int(counts[key("pv", "home", 0)]?["users"]), 2)
+        XCTAssertEqual(int(counts[key("click", "buy", 0)]?["count"]), 1)
+        XCTAssertEqual(int(counts[key("dwell", "home", 0)]?["count"]), 1)
+        XCTAssertEqual(int(counts[key("dwell", "home", 0)]?["sum_ms"]), 30_000)
+        XCTAssertGreaterThan(h.countsWritten.count, firstWrites)
+        XCTAssertEqual(h.merger.windowsRewritten.value, 3, "every key of a written window that late partials changed")
+        // Paired and trailed.
+        XCTAssertEqual(dwell(h, "u2").map { $0["closed_by"] as? String }, ["leave"])
+        XCTAssertEqual(h.trails.count, 1)
+        XCTAssertEqual((h.trails.first?["trail"] as? [[String: Any]])?.map { $0["event"] as? String }, ["$AppViewScreen", "$AppClick"])
+        // A late partial carries its record's offset, and only the late events' counts.
+        let latePartials = h.outputs.filter { o in
+            guard o.topic == "maidian.partials", case .partial(let l)? = try? InternalMessage.layout(o.content.value) else { return false }
+            return l.lateOffset >= 0
+        }
+        XCTAssertEqual(latePartials.count, 3)
+    }
+
+    func testTooLateEventsAreFlaggedButNeitherCountedPairedNorTrailed() throws {
+        let h = try H(config: config { $0.allowedLateness = .init(milliseconds: 60_000) })
+        try h.run([[Ev.enter("u1", home, 300_000)]])  // watermark 270 s: later than 210 s is allowed
+        try h.run([[Ev.enter("u2", home, 209_999), Ev.click("u2", home, 209_999), Ev.leave("u2", home, 209_999),
+                    Ev.enter("u3", home, 210_000)]])
+        let late = h.enriched.map { ($0["properties"] as? [String: Any])?["$late"] as? Bool }
+        XCTAssertEqual(late, [true, true, true, true])
+        XCTAssertEqual(h.stage.lateCounter.value, 4)
+        XCTAssertEqual(h.stage.tooLateCounter.value, 3)
+        try h.run([[Ev.crash("u2", 310_000)]])
         try h.finish()
         let counts = h.counts
-        XCTAssertEqual(int(counts[key("pv", "home", 1)]?["count"]), 2, "u1 at 100 s and u3 at 70 s")
-        XCTAssertEqual(int(counts[key("pv", "home", 1)]?["users"]), 2)
-        XCTAssertFalse(counts.keys.contains { $0.hasPrefix("click|") }, "the late click is not counted")
-        XCTAssertEqual(h.dwell(closedBy: "leave").count, 0, "the late leave pairs nothing")
-        XCTAssertEqual(dwell(h, "u1").first?["closed_by"] as? String, "end_of_input")
-        XCTAssertTrue(dwell(h, "u2").isEmpty, "u2's enter was late: no visit")
-        XCTAssertEqual(h.trails.count, 1)
-        XCTAssertEqual((h.trails.first?["trail"] as? [Any])?.count, 0, "late events stay out of trails")
+        XCTAssertEqual(int(counts[key("pv", "home", 3)]?["count"]), 1)
+        XCTAssertFalse(counts.keys.contains { $0.hasPrefix("click|") }, "the too-late click is not counted")
+        XCTAssertTrue(dwell(h, "u2").isEmpty, "u2's enter was too late: no visit")
+        XCTAssertEqual(h.stage.orphanCounter.value, 0, "a too-late leave is not paired at all")
+        XCTAssertEqual((h.trails.first?["trail"] as? [Any])?.count, 0, "too-late events stay out of trails")
+    }
+
+    func testLateRewritesWaitForTheLateFlushAndTheEndOfInputWritesThem() throws {
+        let h = try H(config: config { $0.lateFlush = .init(milliseconds: 3_600_000) })
+        try h.run([[Ev.enter("u1", home, 10_000)]])
+        try h.run([[Ev.other("x", 200_000)]])
+        try h.run([[Ev.enter("u2", home, 20_000)]])  // the first rewrite: no flush before it
+        XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["count"]), 2)
+        try h.run([[Ev.enter("u3", home, 21_000)]])
+        try h.run([[Ev.enter("u4", home, 22_000)]])
+        XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["count"]), 2, "within the late flush: not written again yet")
+        try h.finish()
+        XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["count"]), 4)
+        XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["users"]), 4)
+        XCTAssertTrue(h.merger.isComplete(partition: 0))
+    }
+
+    func testWindowArithmeticDoesNotOverflow() throws {
+        let h = try H()
+        for t in [Int64.min, Int64.min + 1, -1, 0, Int64.max - 1, Int64.max] {
+            let s = h.stage.windowStart(of: t)
+            XCTAssertLessThanOrEqual(s, t)
+            let end = saturatingAdd(s, 60_000)
+            XCTAssertTrue(end > t || end == .max, "\(t)")
+        }
+        XCTAssertEqual(h.stage.windowStart(of: -1), -60_000)
+        XCTAssertEqual(saturatingSub(.min, 30_000), .min)
+        XCTAssertEqual(saturatingAdd(.max, 1), .max)
+    }
+
+    // MARK: - Installs: logins, silence
+
+    func testLoginMidVisitKeepsTheVisitAndTheCrashTrail() throws {
+        let h = try H()
+        try h.run([[Ev.install("a1", Ev.enter("a1", home, 10_000)), Ev.install("a1", Ev.click("a1", home, 12_000)),
+                    // The user logs in: distinct_id changes, the install does not.
+                    Ev.install("a1", Ev.leave("login-7", home, 20_000)), Ev.install("a1", Ev.enter("login-7", product, 21_000)),
+                    Ev.install("a1", Ev.crash("login-7", 25_000)),
+                    // Another install whose events carry no anonymous_id: its distinct_id is the install.
+                    Ev.enter("u9", home, 30_000)]])
+        try h.finish()
+        let leave = h.dwell(closedBy: "leave")
+        XCTAssertEqual(leave.count, 1)
+        XCTAssertEqual(leave.first?["distinct_id"] as? String, "login-7", "the closing event's distinct_id")
+        XCTAssertEqual(int(leave.first?["enter_time"]), H.t0 + 10_000)
+        XCTAssertEqual(int(leave.first?["duration_ms"]), 10_000)
+        XCTAssertEqual(h.stage.orphanCounter.value, 0)
+        XCTAssertEqual(h.dwell(closedBy: "crash").first?["distinct_id"] as? String, "login-7")
+        let trail = try XCTUnwrap(h.trails.first)
+        XCTAssertEqual(trail["distinct_id"] as? String, "login-7")
+        XCTAssertEqual((trail["trail"] as? [[String: Any]])?.map { $0["page"] as? String }, [home, home, product], "across the login")
+        XCTAssertEqual(h.dwell(closedBy: "end_of_input").map { $0["distinct_id"] as? String }, ["u9"])
+        // dwell users are counted by the closing event's distinct_id.
+        XCTAssertEqual(int(h.counts[key("dwell", "home", 0)]?["users"]), 1)
+    }
+
+    func testTimeoutOrEndOfInputCarriesThePageEntersDistinctID() throws {
+        let h = try H()
+        try h.run([[Ev.install("a1", Ev.enter("a1", home, 10_000)), Ev.install("a1", Ev.enter("login-7", product, 20_000))]])
+        try h.finish()
+        let ids = Dictionary(uniqueKeysWithValues: h.dwell(closedBy: "end_of_input").map { ($0["page"] as! String, $0["distinct_id"] as! String) })
+        XCTAssertEqual(ids, [home: "a1", product: "login-7"])
+    }
+
+    func testWatermarkTimesOutOnlyVisitsOfSilentInstalls() throws {
+        let h = try H(config: config { $0.visitTimeout = .init(milliseconds: 120_000) })
+        try h.run([[Ev.enter("u1", home, 10_000)]])
+        try h.run([[Ev.enter("u2", home, 10_000)]])
+        // u1 keeps uploading (with an old clock: its own newest time stays low); u2 is silent.
+        try h.run([[Ev.click("u1", home, 20_000)]], receivedAt: H.t0 + 200_000)
+        try h.run([[Ev.other("x", 211_000)]])  // watermark 181 s: past 10 s + 2 min
+        XCTAssertEqual(h.dwell(closedBy: "timeout").map { $0["distinct_id"] as? String }, ["u2"], "u1 sent something 11 s ago")
+        try h.run([[Ev.other("x", 400_000)]])  // u1 silent for more than 2 min of collector time now
+        XCTAssertEqual(Set(h.dwell(closedBy: "timeout").map { $0["distinct_id"] as! String }), ["u1", "u2"])
+    }
+
+    func testInstallIDInsidePropertiesOrAValueIsNotTheInstall() throws {
+        let h = try H()
+        // "anonymous_id" inside properties and as a string value: both ignored; distinct_id is the install.
+        let e1 = Ev.enter("u1", home, 10_000, extra: [("anonymous_id", Ev.q("zz"))])
+        let e2 = "{\"note\":\"\\\"anonymous_id\\\":\\\"zz\\\"\"," + Ev.leave("u1", home, 20_000).dropFirst()
+        try h.run([[e1, e2]])
+        try h.finish()
+        XCTAssertEqual(h.dwell(closedBy: "leave").count, 1)
     }
 
     func testLatenessIsJudgedPerRecordAgainstThePartitionWatermark() throws {

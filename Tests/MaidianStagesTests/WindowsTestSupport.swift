@@ -118,10 +118,22 @@ final class WindowsHarness {
         return try collect()
     }
 
-    /// Records of one event list each (one upload per record).
+    /// Records of one event list each (one upload per record), received when their newest event happened (an
+    /// online phone) unless `receivedAt` says otherwise.
     @discardableResult
-    func run(_ uploads: [[String]], partition: Int32 = 0) throws -> [WindowsOutput] {
-        try run(uploads.map { TestRecord(json: "[" + $0.joined(separator: ",") + "]", partition: partition) })
+    func run(_ uploads: [[String]], partition: Int32 = 0, receivedAt: Int64? = nil) throws -> [WindowsOutput] {
+        try run(uploads.map { TestRecord(json: "[" + $0.joined(separator: ",") + "]", receivedAt: receivedAt ?? Self.newestTime($0), partition: partition) })
+    }
+
+    /// The newest `"time"` of the events (t0 when none).
+    static func newestTime(_ events: [String]) -> Int64 {
+        var newest = t0
+        for e in events {
+            guard let r = e.range(of: "\"time\":") else { continue }
+            let digits = e[r.upperBound...].prefix { $0.isNumber }
+            if let t = Int64(digits), t > newest { newest = t }
+        }
+        return newest
     }
 
     /// The worker's call between batches.
@@ -208,6 +220,11 @@ enum Ev {
     }
 
     static func q(_ s: String) -> String { "\"\(s)\"" }
+
+    /// The event with a top-level `anonymous_id` (the install), as SDKs send it beside `distinct_id`.
+    static func install(_ anonymousID: String, _ event: String) -> String {
+        "{\"anonymous_id\":\"\(anonymousID)\"," + event.dropFirst()
+    }
 
     static func enter(_ user: String, _ page: String, _ t: Int64, version: String? = "3.2.1", extra: [(String, String)] = []) -> String {
         var p = [("$screen_name", q(page))] + extra

@@ -43,10 +43,17 @@ enum InternalMessage: Equatable {
     /// A partial's encoding from its parts (the windows stage writes them without building a `PartialAggregate`);
     /// `users` writes the users part.
     static func encodePartial(sourcePartition: Int32, windowEnd: Int64, head: UnsafeRawBufferPointer, count: Int64,
-                              isDwell: Bool, sumMs: Int64, durations: DurationDigest, into out: inout [UInt8],
-                              users: (inout [UInt8]) -> Void) {
+                              isDwell: Bool, sumMs: Int64, durations: DurationDigest, lateOffset: Int64? = nil,
+                              into out: inout [UInt8], users: (inout [UInt8]) -> Void) {
         out.append(Self.version)
-        out.append(1)
+        // A late partial (type 3) is one record's contribution to a window already closed at the source,
+        // named by that record's offset; a partial (type 1) is the source's whole window.
+        if let lateOffset {
+            out.append(3)
+            out.appendLE(lateOffset)
+        } else {
+            out.append(1)
+        }
         out.appendLE(sourcePartition)
         out.appendLE(windowEnd)
         out.appendLE(Int32(head.count))
@@ -98,6 +105,8 @@ extension InternalMessage {
     struct PartialLayout {
         var sourcePartition: Int32
         var windowEnd: Int64
+        /// A late partial's record offset; -1 for a whole-window partial.
+        var lateOffset: Int64 = -1
         var head: Range<Int>
         var count: Int64
         /// The users part: a form byte, then registers or a count and the hashes.
@@ -118,7 +127,8 @@ extension InternalMessage {
         switch try r.u8() {
         case 2:
             return .progress(source: try r.i32(), watermark: try r.i64(), idle: try r.u8() != 0)
-        case 1:
+        case 1, 3:
+            let lateOffset = r.bytes[r.i - 1] == 3 ? try r.i64() : -1
             let source = try r.i32()
             let windowEnd = try r.i64()
             let headStart = r.i + 4
@@ -140,7 +150,7 @@ extension InternalMessage {
                     try r.skip(Int(try r.i32()), times: 8)
                 }
             }
-            return .partial(PartialLayout(sourcePartition: source, windowEnd: windowEnd, head: head, count: count, users: users, dwell: dwell))
+            return .partial(PartialLayout(sourcePartition: source, windowEnd: windowEnd, lateOffset: lateOffset, head: head, count: count, users: users, dwell: dwell))
         default:
             throw Malformed(description: "unknown internal message type")
         }

@@ -69,11 +69,15 @@ struct AggregateUsers {
     }
 }
 
-/// An open page visit. 24 bytes; with its share of the user's array, well under the 300-byte budget.
+/// An open page visit. 32 bytes; with its share of the install's array, well under the 300-byte budget.
 struct Visit {
     var page: Int32
     var rules: Int32
     var dims: Int32
+    /// The `distinct_id` of the page-enter (in the partition's `idBytes`): a visit closed by `timeout` or
+    /// `end_of_input` carries it, though the install may have logged in since.
+    var idStart: UInt32
+    var idCount: Int32
     var enter: Int64
 }
 
@@ -84,13 +88,20 @@ struct TrailEntry {
     var element: Int32
 }
 
-/// What a partition keeps per `distinct_id`: open visits and the crash trail. The id's bytes are in the
-/// partition's `idBytes` (one allocation for all users instead of one each).
+/// What a partition keeps per install (`anonymous_id`, else `distinct_id`: SPEC section 5): open visits
+/// and the crash trail, so that a login mid-visit keeps both. The install's latest `distinct_id` is in the
+/// partition's `idBytes` (one allocation for all installs instead of one each).
 struct UserState {
+    /// Hash64 of the install id.
     var hash: UInt64
     var idStart: UInt32
     /// -1: a free slot.
     var idCount: Int32
+    /// Hash64 of the latest `distinct_id` (the bytes at `idStart`).
+    var idHash: UInt64 = 0
+    /// Newest collector time (`received_at`, else the record timestamp) of the install's uploads: a visit
+    /// times out by the watermark only once the install has been silent for the timeout.
+    var lastReceived: Int64 = .min
     var visits: [Visit] = []
     /// A ring once full: the oldest entry at `trailStart`.
     var trail: [TrailEntry] = []
@@ -104,8 +115,13 @@ enum Role: UInt8 {
 /// An event waiting until the watermark passes it, so that pairing sees events in event-time order.
 struct PendingEvent {
     var time: Int64
+    /// Arrival order: the record's offset and the event's index in it (`PendingEvent.sequence`), the same
+    /// whichever batches a re-read makes; the offset also names the record's late contributions.
     var seq: Int64
     var user: Int32
+    /// The event's `distinct_id` in the partition's `idBytes`.
+    var idStart: UInt32
+    var idCount: Int32
     var role: Role
     var page: Int32
     var element: Int32
@@ -113,6 +129,18 @@ struct PendingEvent {
     var rules: Int32
     var dims: Int32
     var appVersion: Int32
+}
+
+extension PendingEvent {
+    /// Bits of `seq` below the record offset.
+    static let indexBits: Int64 = 20
+
+    @inline(__always) static func sequence(offset: Int64, index: Int) -> Int64 {
+        (offset << indexBits) | Int64(min(index, (1 << indexBits) - 1))
+    }
+
+    /// The offset of the event's record.
+    @inline(__always) var offset: Int64 { seq >> Self.indexBits }
 }
 
 /// A min-heap by (time, arrival).
@@ -142,6 +170,11 @@ struct PendingHeap {
             }
             b[i] = e
         }
+    }
+
+    /// Changes every item in place (the heap order does not depend on what `body` may change).
+    mutating func update(_ body: (inout PendingEvent) -> Void) {
+        for i in items.indices { body(&items[i]) }
     }
 
     mutating func pop() -> PendingEvent? {
@@ -192,12 +225,32 @@ struct AggregateTuple: Equatable {
     }
 }
 
+/// A late contribution's identity: the aggregate tuple and the offset of the record that caused it (the
+/// merger replaces a contribution it already has, so a re-read record does not count twice).
+struct LateTuple: Hashable {
+    var tuple: AggregateTuple
+    var offset: Int64
+    static func == (a: LateTuple, b: LateTuple) -> Bool { a.offset == b.offset && a.tuple == b.tuple }
+    func hash(into hasher: inout Hasher) { hasher.combine(tuple.hash); hasher.combine(offset) }
+}
+
+/// `a - b`, or `Int64.min` where that overflows (watermarks of partitions with absurd times).
+@inline(__always) func saturatingSub(_ a: Int64, _ b: Int64) -> Int64 {
+    let (r, o) = a.subtractingReportingOverflow(b)
+    return o ? (b > 0 ? .min : .max) : r
+}
+
+/// `a + b`, saturated at the ends of `Int64`.
+@inline(__always) func saturatingAdd(_ a: Int64, _ b: Int64) -> Int64 {
+    let (r, o) = a.addingReportingOverflow(b)
+    return o ? (b > 0 ? .max : .min) : r
+}
+
 /// Everything the windows stage keeps for one source partition.
 final class PartitionWindows {
     let partition: Int32
     /// Newest event time (track events) seen on the partition.
     @exclusivity(unchecked) var maxTime: Int64?
-    @exclusivity(unchecked) var seq: Int64 = 0
 
     @exclusivity(unchecked) var aggregates: [Aggregate] = []
     @exclusivity(unchecked) var freeAggregates: [Int32] = []
@@ -208,6 +261,16 @@ final class PartitionWindows {
     @exclusivity(unchecked) var tupleTable = HashTable64(capacity: 256)
     @exclusivity(unchecked) var tuples: [AggregateTuple] = []
     @exclusivity(unchecked) var tupleAggregates: [Int32] = []
+    /// Windows ending at or before this were closed (their partials written): events for them count as
+    /// late contributions (`late*`), written per record after the batch.
+    @exclusivity(unchecked) var closedUpTo: Int64 = .min
+    /// Late contributions by (tuple, record offset), in `lateAggregates`, keys in `lateKeys`.
+    @exclusivity(unchecked) var lateTable: [LateTuple: Int32] = [:]
+    @exclusivity(unchecked) var lateAggregates: [Aggregate] = []
+    @exclusivity(unchecked) var lateOffsets: [Int64] = []
+    @exclusivity(unchecked) var lateKeys: [UInt8] = []
+    /// Newest collector time (`received_at`, else record timestamp) on the partition.
+    @exclusivity(unchecked) var collectorNow: Int64 = .min
     @exclusivity(unchecked) var lastWindow: WindowAggregates?
     @exclusivity(unchecked) var lastWindowEnd: Int64 = 0
 
@@ -283,24 +346,39 @@ final class PartitionWindows {
         for (k, t) in oldTuples.enumerated() where windows[t.windowStart + window] != nil { addTuple(t, oldAggregates[k]) }
     }
 
-    /// The user of `hash` (`appendID` writes the `distinct_id` of a new one).
+    /// The install of `hash` whose event has `distinct_id` hash `idHash` (`appendID` writes that
+    /// `distinct_id` when it is new to the install: the install's first event, or a login).
     @inline(__always)
-    func user(hash: UInt64, appendID: (inout [UInt8]) -> Void, time: Int64) -> Int32 {
-        if let u = userByHash.get(hash) { return Int32(u) }
+    func user(hash: UInt64, idHash: UInt64, appendID: (inout [UInt8]) -> Void, time: Int64) -> Int32 {
+        if let u = userByHash.get(hash) {
+            if users[Int(u)].idHash != idHash { changeID(Int32(u), idHash: idHash, appendID: appendID) }
+            return Int32(u)
+        }
         let start = idBytes.count
         appendID(&idBytes)
-        return newUser(hash: hash, idStart: start, time: time)
+        return newUser(hash: hash, idHash: idHash, idStart: start, time: time)
     }
 
-    /// Calls `body` with the user's `distinct_id`.
+    /// The install's `distinct_id` changed (a login): the new one is appended; the old bytes stay for the
+    /// visits and pending events that refer to them until the arena is compacted.
+    @inline(never)
+    private func changeID(_ u: Int32, idHash: UInt64, appendID: (inout [UInt8]) -> Void) {
+        idGarbage += Int(users[Int(u)].idCount)
+        let start = idBytes.count
+        appendID(&idBytes)
+        users[Int(u)].idStart = UInt32(start)
+        users[Int(u)].idCount = Int32(idBytes.count - start)
+        users[Int(u)].idHash = idHash
+    }
+
+    /// Calls `body` with the bytes of an id in `idBytes`.
     @inline(__always)
-    func withID<R>(_ u: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        let s = users[Int(u)]
-        return idBytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[Int(s.idStart)..<(Int(s.idStart) + Int(s.idCount))])) }
+    func withID<R>(start: UInt32, count: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        idBytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[Int(start)..<(Int(start) + Int(count))])) }
     }
 
-    private func newUser(hash: UInt64, idStart: Int, time: Int64) -> Int32 {
-        let state = UserState(hash: hash, idStart: UInt32(idStart), idCount: Int32(idBytes.count - idStart))
+    private func newUser(hash: UInt64, idHash: UInt64, idStart: Int, time: Int64) -> Int32 {
+        let state = UserState(hash: hash, idStart: UInt32(idStart), idCount: Int32(idBytes.count - idStart), idHash: idHash)
         let u: Int32
         if let free = freeUsers.popLast() {
             u = free
@@ -343,16 +421,26 @@ final class PartitionWindows {
         if idGarbage > idBytes.count / 2 { compactIDs() }
     }
 
-    /// Copies the kept users' ids into a new arena.
+    /// Copies the ids still referred to (kept installs', their open visits' and pending events') into a new
+    /// arena; a reference to an install's current id bytes shares the install's copy.
     private func compactIDs() {
         var compact: [UInt8] = []
         compact.reserveCapacity(idBytes.count - idGarbage)
+        var moved: [UInt32: UInt32] = [:]  // old start -> new start (equal bytes at one start are one copy)
         idBytes.withUnsafeBufferPointer { old in
+            func move(_ start: UInt32, _ count: Int32) -> UInt32 {
+                if let m = moved[start] { return m }
+                let m = UInt32(compact.count)
+                compact.append(contentsOf: UnsafeBufferPointer(rebasing: old[Int(start)..<(Int(start) + Int(count))]))
+                moved[start] = m
+                return m
+            }
             for u in liveUsers {
                 let s = users[Int(u)]
-                users[Int(u)].idStart = UInt32(compact.count)
-                compact.append(contentsOf: UnsafeBufferPointer(rebasing: old[Int(s.idStart)..<(Int(s.idStart) + Int(s.idCount))]))
+                users[Int(u)].idStart = move(s.idStart, s.idCount)
+                for k in s.visits.indices { users[Int(u)].visits[k].idStart = move(s.visits[k].idStart, s.visits[k].idCount) }
             }
+            pending.update { $0.idStart = move($0.idStart, $0.idCount) }
         }
         idBytes = compact
         idGarbage = 0

@@ -6,8 +6,14 @@ import MaidianPipeline
 /// writes a `metrics.counts` record per key once every source partition's progress has passed the window:
 /// a count covers the whole raw topic whichever workers hold its partitions (wire format §5).
 ///
+/// Late events (SPEC section 5): a source sends each record's contributions to windows it has closed as late
+/// partials named by the record's offset. The merger keeps every written window's partials for
+/// `allowed_lateness` behind its watermark, adds late partials to them (one replaces an equal-named one, so a
+/// re-read record does not count twice) and writes the changed keys again, with their new totals, at most
+/// once per `late_flush`.
+///
 /// Its state is rebuilt by re-reading its internal partition from `replayFrom`: the oldest partial of a
-/// window not yet written and the latest progress message of each source partition.
+/// window not yet written or still kept, and the latest progress message of each source partition.
 final class WindowMerger: PartialMerger {
     /// A key's partials so far. The messages are kept as they came (the worker's copies of Kafka's bytes):
     /// their parts are read once, when the window is written.
@@ -23,6 +29,8 @@ final class WindowMerger: PartialMerger {
 
     struct Part {
         var source: Int32
+        /// A late partial's record offset; -1 for the source's whole-window partial.
+        var lateOffset: Int64
         var message: [UInt8]
         var layout: InternalMessage.PartialLayout
     }
@@ -42,23 +50,35 @@ final class WindowMerger: PartialMerger {
         var progress: [Int32: Progress] = [:]
         /// Windows ending at or before this are written: a partial for one of them is late.
         var writtenUpTo: Int64 = .min
+        /// Written keys of windows within `allowedLateness` of the watermark, for late partials.
+        var written: [MessageKey: Pending] = [:]
+        var writtenByEnd: [Int64: [MessageKey]] = [:]
+        /// Written keys changed by late partials since they were last written.
+        var dirty: Set<MessageKey> = []
+        var lastLateFlush: ContinuousClock.Instant?
     }
 
     let countsTopic: String
+    let allowedLateness: Int64
+    let lateFlush: Duration
     var sourcePartitions: Int32 = 0
     private var states: [Int32: State] = [:]
     private var topicIndex: Int32 = -1
     private let logger: Logger
     let latePartials = StageCounter(name: "late_partials")
     let windowsWritten = StageCounter(name: "windows_written")
-    var counters: [StageCounter] { [latePartials, windowsWritten] }
+    let windowsRewritten = StageCounter(name: "windows_rewritten")
+    let latePartialsApplied = StageCounter(name: "late_partials_applied")
+    var counters: [StageCounter] { [latePartials, windowsWritten, windowsRewritten, latePartialsApplied] }
 
     // Reused while writing a record.
     private var hashes: [UInt64] = []
     private var registers: [UInt8] = []
 
-    init(countsTopic: String, logger: Logger) {
+    init(countsTopic: String, allowedLateness: Int64 = 24 * 3_600_000, lateFlush: Duration = .seconds(10), logger: Logger) {
         self.countsTopic = countsTopic
+        self.allowedLateness = allowedLateness
+        self.lateFlush = lateFlush
         self.logger = logger
     }
 
@@ -76,7 +96,12 @@ final class WindowMerger: PartialMerger {
         var touched: [Int32: Int32] = [:]
         if topicIndex < 0 { topicIndex = output.topicIndex(countsTopic) }
         var lastReplay: [Int32: Int32] = [:]
+        // Per internal partition, the first record not re-read: changed written keys are written again as
+        // its outputs (never as a re-read record's, whose outputs are not produced: the first run may have
+        // written them after the commit point).
+        var firstLive: [Int32: Int32] = [:]
         for r in records {
+            if !r.replay && firstLive[r.partition] == nil { firstLive[r.partition] = r.index }
             // What re-read records complete is written (and not produced again) before later records count.
             if !r.replay, let last = lastReplay.removeValue(forKey: r.partition) {
                 writeReady(partition: r.partition, record: last, output: &output)
@@ -94,12 +119,26 @@ final class WindowMerger: PartialMerger {
             let st = state(r.partition)
             switch layout {
             case .partial(let p):
+                let part = Part(source: p.sourcePartition, lateOffset: p.lateOffset, message: r.value, layout: p)
                 if p.windowEnd <= st.writtenUpTo {
-                    if r.replay { break }  // re-read: this window was written before the checkpoint
+                    if p.lateOffset >= 0 || r.replay {
+                        // A late partial, or (re-read) a partial of a window written before the checkpoint: kept
+                        // with the written window (a window past the allowed lateness is not kept any more).
+                        if let wm = watermark(st), wm != .max, p.windowEnd < saturatingSub(wm, allowedLateness) { break }
+                        let key = MessageKey(r.key)
+                        if st.written[key]?.replace(part) == nil {
+                            st.written[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
+                            st.writtenByEnd[p.windowEnd, default: []].append(key)
+                        }
+                        if p.lateOffset >= 0 {
+                            latePartialsApplied.add()
+                            st.dirty.insert(key)
+                        }
+                        break
+                    }
                     latePartials.add()
                     logger.warning("partial for a window already written (source partition \(p.sourcePartition) was idle?): \(String(decoding: r.key, as: UTF8.self))")
                 } else {
-                    let part = Part(source: p.sourcePartition, message: r.value, layout: p)
                     let key = MessageKey(r.key)
                     // Replaced in place when the key is pending (nil: it is not).
                     if st.pending[key]?.replace(part) == nil {
@@ -113,6 +152,26 @@ final class WindowMerger: PartialMerger {
         }
         for (partition, index) in touched.sorted(by: { $0.key < $1.key }) {
             writeReady(partition: partition, record: index, output: &output)
+        }
+        let now = ContinuousClock.now
+        for (partition, index) in firstLive.sorted(by: { $0.key < $1.key }) {
+            guard let st = states[partition], !st.dirty.isEmpty else { continue }
+            // At the end of the input every change is written; else at most once per `late_flush`.
+            let ended = watermark(st) == .max
+            if !ended, let last = st.lastLateFlush, now - last < lateFlush { continue }
+            st.lastLateFlush = now
+            rewriteDirty(st, record: index, output: &output)
+        }
+    }
+
+    /// Writes the written keys late partials changed again, with their new totals, in key order.
+    private func rewriteDirty(_ st: State, record: Int32, output: inout OutputBuffer) {
+        let keys = st.dirty.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+        st.dirty.removeAll()
+        for key in keys {
+            guard let w = st.written[key] else { continue }
+            write(key: key.bytes, w, record: record, output: &output)
+            windowsRewritten.add()
         }
     }
 
@@ -143,10 +202,27 @@ final class WindowMerger: PartialMerger {
         for end in st.keysByEnd.keys.filter({ $0 <= wm }) {
             ready += st.keysByEnd.removeValue(forKey: end)!
         }
+        expireWritten(st, watermark: wm)
         guard !ready.isEmpty else { return }
         ready.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
         for key in ready {
-            write(key: key.bytes, st.pending.removeValue(forKey: key)!, record: record, output: &output)
+            let pending = st.pending.removeValue(forKey: key)!
+            write(key: key.bytes, pending, record: record, output: &output)
+            // Kept for late partials while the window is within the allowed lateness.
+            if allowedLateness > 0 && wm != .max {
+                st.written[key] = pending
+                st.writtenByEnd[pending.windowEnd, default: []].append(key)
+            }
+        }
+    }
+
+    /// Forgets written windows further than `allowedLateness` behind the watermark (their late events are too
+    /// late at every source).
+    private func expireWritten(_ st: State, watermark wm: Int64) {
+        guard !st.writtenByEnd.isEmpty else { return }
+        let horizon = saturatingSub(wm, allowedLateness)
+        for end in st.writtenByEnd.keys where end < horizon {
+            for key in st.writtenByEnd.removeValue(forKey: end)! where !st.dirty.contains(key) { st.written[key] = nil }
         }
     }
 
@@ -158,7 +234,7 @@ final class WindowMerger: PartialMerger {
         var dwell = false
         var sketch = false
         hashes.removeAll(keepingCapacity: true)
-        for part in pending.parts.sorted(by: { $0.source < $1.source }) {
+        for part in pending.parts.sorted(by: { ($0.source, $0.lateOffset) < ($1.source, $1.lateOffset) }) {
             count += part.layout.count
             // The layout was checked when the message arrived: these reads do not fail.
             try? part.layout.readUsers(part.message, sketch: { other in
@@ -217,6 +293,7 @@ final class WindowMerger: PartialMerger {
         guard let st = states[partition] else { return nil }
         var low = Int64.max
         for p in st.pending.values { low = min(low, p.firstOffset) }
+        for p in st.written.values { low = min(low, p.firstOffset) }
         for p in st.progress.values { low = min(low, p.offset) }
         return low == .max ? nil : low
     }
@@ -234,7 +311,7 @@ final class WindowMerger: PartialMerger {
 
     func isComplete(partition: Int32) -> Bool {
         guard let st = states[partition], sourcePartitions > 0 else { return false }
-        guard st.pending.isEmpty else { return false }
+        guard st.pending.isEmpty, st.dirty.isEmpty else { return false }
         for s in 0..<sourcePartitions {
             guard let p = st.progress[s], p.watermark == .max else { return false }
         }
@@ -247,9 +324,10 @@ final class WindowMerger: PartialMerger {
 }
 
 extension WindowMerger.Pending {
-    /// A source's newer partial takes the place of its earlier one.
+    /// A source's newer partial takes the place of its earlier one (a late partial: of the one of the same
+    /// record).
     mutating func replace(_ part: WindowMerger.Part) {
-        if let k = parts.firstIndex(where: { $0.source == part.source }) { parts[k] = part } else { parts.append(part) }
+        if let k = parts.firstIndex(where: { $0.source == part.source && $0.lateOffset == part.lateOffset }) { parts[k] = part } else { parts.append(part) }
     }
 }
 

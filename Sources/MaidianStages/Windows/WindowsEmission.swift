@@ -14,11 +14,12 @@ extension WindowsStage {
             st.idleSent = false
             st.progressSent = .min  // report the real watermark again
         }
-        let watermark = st.maxTime.map { $0 &- lateness }
+        let watermark = st.maxTime.map { saturatingSub($0, lateness) }
         if final {
             while let e = st.pending.pop() { apply(e, st, record: record, output: &output) }
             if let watermark { sweep(st, watermark: watermark, record: record, output: &output) }
             closeAll(st, by: "end_of_input", record: record, output: &output)
+            flushLate(st, record: record, output: &output)
             closeWindows(st, upTo: .max, record: record, output: &output)
             sendProgress(st, .max, idle: false, record: record, output: &output)
             return
@@ -27,13 +28,14 @@ extension WindowsStage {
         while let time = st.pending.topTime, time <= watermark {
             apply(st.pending.pop()!, st, record: record, output: &output)
         }
-        let bucket = floorDiv(watermark, window)
+        if !st.lateAggregates.isEmpty { flushLate(st, record: record, output: &output) }
+        let bucket = windowStart(of: watermark)
         if bucket > st.lastSweep {
             st.lastSweep = bucket
             // At the start of the watermark's window, not at the watermark itself: where the watermark stands
             // when a batch ends depends on batch boundaries, which differ when a partition is re-read after a
             // failover; the window start does not, so the same visits time out at the same record.
-            sweep(st, watermark: bucket * window, record: record, output: &output)
+            sweep(st, watermark: bucket, record: record, output: &output)
         }
         closeWindows(st, upTo: watermark, record: record, output: &output)
         if st.progressSent == .min || floorDiv(watermark, window) > floorDiv(st.progressSent, window) {
@@ -41,21 +43,24 @@ extension WindowsStage {
         }
     }
 
-    /// Times out visits the watermark has passed and forgets users with nothing left to need.
+    /// Times out visits the watermark has passed of installs silent for the timeout in collector time (an
+    /// install that is still uploading may be sending its cached events: its own clock decides, in `apply`),
+    /// and forgets installs with nothing left to need.
     private func sweep(_ st: PartitionWindows, watermark: Int64, record: Int32, output: inout OutputBuffer) {
-        for u in st.liveUsers {
+        let silentBefore = saturatingSub(st.collectorNow, visitTimeout)
+        for u in st.liveUsers where st.users[Int(u)].lastReceived <= silentBefore {
             timeOut(st, u, now: watermark, record: record, output: &output)
         }
-        st.expireUsers(before: watermark &- max(trailMaxAge, visitTimeout))
+        st.expireUsers(before: saturatingSub(watermark, max(trailMaxAge, visitTimeout)))
     }
 
     private func timeOut(_ st: PartitionWindows, _ u: Int32, now: Int64, record: Int32, output: inout OutputBuffer) {
         var k = 0
         while k < st.users[Int(u)].visits.count {
             let v = st.users[Int(u)].visits[k]
-            if v.enter &+ visitTimeout < now {
+            if saturatingAdd(v.enter, visitTimeout) < now {
                 st.users[Int(u)].visits.remove(at: k)
-                close(st, u, v, by: "timeout", at: nil, record: record, output: &output)
+                close(st, u, v, by: "timeout", at: nil, closer: nil, record: record, output: &output)
             } else {
                 k += 1
             }
@@ -63,47 +68,47 @@ extension WindowsStage {
     }
 
     /// One event in event-time order: the pairing rules of wire format §5 and the crash trail.
-    private func apply(_ e: PendingEvent, _ st: PartitionWindows, record: Int32, output: inout OutputBuffer) {
+    func apply(_ e: PendingEvent, _ st: PartitionWindows, record: Int32, output: inout OutputBuffer) {
         let u = e.user
         timeOut(st, u, now: e.time, record: record, output: &output)
         switch e.role {
         case .pageEnter:
             if let k = st.users[Int(u)].visits.firstIndex(where: { $0.page == e.page }) {
                 let old = st.users[Int(u)].visits.remove(at: k)
-                close(st, u, old, by: "reenter", at: nil, record: record, output: &output)
+                close(st, u, old, by: "reenter", at: nil, closer: e, record: record, output: &output)
             }
-            st.users[Int(u)].visits.append(Visit(page: e.page, rules: e.rules, dims: e.dims, enter: e.time))
+            st.users[Int(u)].visits.append(Visit(page: e.page, rules: e.rules, dims: e.dims, idStart: e.idStart, idCount: e.idCount, enter: e.time))
             addToTrail(st, u, e)
         case .pageLeave:
             if let k = st.users[Int(u)].visits.firstIndex(where: { $0.page == e.page }) {
                 let v = st.users[Int(u)].visits.remove(at: k)
-                close(st, u, v, by: "leave", at: e.time, record: record, output: &output)
+                close(st, u, v, by: "leave", at: e.time, closer: e, record: record, output: &output)
             } else {
                 orphanCounter.add()
             }
         case .click:
             addToTrail(st, u, e)
         case .appStart:
-            closeAll(st, u, by: "restart", at: nil, record: record, output: &output)
+            closeAll(st, u, by: "restart", at: nil, closer: e, record: record, output: &output)
         case .appEnd:
-            closeAll(st, u, by: "app_end", at: e.time, record: record, output: &output)
+            closeAll(st, u, by: "app_end", at: e.time, closer: e, record: record, output: &output)
         case .crash:
-            closeAll(st, u, by: "crash", at: e.time, record: record, output: &output)
+            closeAll(st, u, by: "crash", at: e.time, closer: e, record: record, output: &output)
             writeTrail(st, u, e, record: record, output: &output)
         }
         if st.lastTimes[Int(u)] < e.time { st.lastTimes[Int(u)] = e.time }
     }
 
-    private func closeAll(_ st: PartitionWindows, _ u: Int32, by: StaticString, at time: Int64?, record: Int32, output: inout OutputBuffer) {
+    private func closeAll(_ st: PartitionWindows, _ u: Int32, by: StaticString, at time: Int64?, closer: PendingEvent?, record: Int32, output: inout OutputBuffer) {
         let visits = st.users[Int(u)].visits
         st.users[Int(u)].visits.removeAll()
-        for v in visits { close(st, u, v, by: by, at: time, record: record, output: &output) }
+        for v in visits { close(st, u, v, by: by, at: time, closer: closer, record: record, output: &output) }
     }
 
     /// End of input: every visit still open.
     private func closeAll(_ st: PartitionWindows, by: StaticString, record: Int32, output: inout OutputBuffer) {
         for u in st.liveUsers {
-            closeAll(st, u, by: by, at: nil, record: record, output: &output)
+            closeAll(st, u, by: by, at: nil, closer: nil, record: record, output: &output)
         }
     }
 
@@ -144,11 +149,14 @@ extension WindowsStage {
         return start..<visitHeadBytes.count
     }
 
-    /// A closed visit: its `metrics.dwell` record, and for `leave` and `app_end` its share of the dwell
-    /// aggregates of each page rule of the visit, in the window of the leave time.
-    private func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, record: Int32, output: inout OutputBuffer) {
+    /// A closed visit: its `metrics.dwell` record (with the `distinct_id` of the event that closed it, else of
+    /// its page-enter), and for `leave` and `app_end` its share of the dwell aggregates of each page rule of the
+    /// visit, in the window of the leave time.
+    private func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, closer: PendingEvent?,
+                       record: Int32, output: inout OutputBuffer) {
         visitsCounter.add()
-        let (keyStart, valueStart) = beginUserRecord(st, u, &output)
+        let idStart = closer?.idStart ?? v.idStart, idCount = closer?.idCount ?? v.idCount
+        let (keyStart, valueStart) = beginUserRecord(st, idStart: idStart, idCount: idCount, &output)
         let head = visitHead(page: v.page, rules: v.rules)
         visitHeadBytes.withUnsafeBufferPointer { output.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[head])) }
         JSONOut.appendInt(v.enter, to: &output.bytes)
@@ -165,14 +173,25 @@ extension WindowsStage {
 
         guard let time, by.utf8CodeUnitCount == 5 || by.utf8CodeUnitCount == 7,
               by.utf8Start[0] == 0x6C || by.utf8Start[0] == 0x61 else { return }  // "leave" or "app_end"
-        let duration = time - v.enter
-        let windowStart = floorDiv(time, window) * window
+        let duration = time &- v.enter
+        let windowStart = windowStart(of: time)
+        // Users are counted by the closing event's distinct_id (as pv and click count theirs).
+        let userHash = st.withID(start: idStart, count: idCount) { id in
+            var h = Hash64()
+            if let b = id.baseAddress { h.add(b.assumingMemoryBound(to: UInt8.self), id.count) }
+            return h.value
+        }
+        let late = saturatingAdd(windowStart, window) <= st.closedUpTo
         for rule in ruleSetRules[Int(v.rules)] {
             let tuple = AggregateTuple(metric: 2, rule: rule, dims: v.dims, content: -1, windowStart: windowStart)
+            if late {
+                countLate(st, tuple, offset: closer?.offset ?? -1, user: userHash, duration: duration)
+                continue
+            }
             var a = st.aggregate(tuple)
             if a < 0 { a = aggregate(st, tuple) }
             st.aggregates[Int(a)].count += 1
-            st.aggregates[Int(a)].users.insert(st.users[Int(u)].hash)
+            st.aggregates[Int(a)].users.insert(userHash)
             st.aggregates[Int(a)].sum += duration
             st.aggregates[Int(a)].durations.add(duration)
         }
@@ -181,7 +200,7 @@ extension WindowsStage {
     private func writeTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent, record: Int32, output: inout OutputBuffer) {
         trailsCounter.add()
         let user = st.users[Int(u)]
-        let (keyStart, valueStart) = beginUserRecord(st, u, &output)
+        let (keyStart, valueStart) = beginUserRecord(st, idStart: e.idStart, idCount: e.idCount, &output)
         JSONOut.appendRaw(",\"crash_time\":", to: &output.bytes)
         JSONOut.appendInt(e.time, to: &output.bytes)
         JSONOut.appendRaw(",\"app_version\":", to: &output.bytes)
@@ -210,10 +229,10 @@ extension WindowsStage {
         output.finish(topic: topicTrails, record: record, keyStart: keyStart, valueStart: valueStart)
     }
 
-    /// Starts a record keyed by the user's `distinct_id` whose value opens with `{"distinct_id":...`.
-    private func beginUserRecord(_ st: PartitionWindows, _ u: Int32, _ output: inout OutputBuffer) -> (Int, Int) {
+    /// Starts a record keyed by a `distinct_id` whose value opens with `{"distinct_id":...`.
+    private func beginUserRecord(_ st: PartitionWindows, idStart: UInt32, idCount: Int32, _ output: inout OutputBuffer) -> (Int, Int) {
         let keyStart = output.begin()
-        let valueStart = st.withID(u) { id in
+        let valueStart = st.withID(start: idStart, count: idCount) { id in
             output.bytes.append(contentsOf: id)
             let valueStart = output.bytes.count
             JSONOut.appendRaw("{\"distinct_id\":\"", to: &output.bytes)
@@ -237,6 +256,7 @@ extension WindowsStage {
             closeWindow(st, end: e, record: record, output: &output)
             closed = true
         }
+        if end > st.closedUpTo { st.closedUpTo = end }
         // Before any new aggregate can take a freed slot.
         if closed { st.dropClosedTuples(window: window) }
     }
@@ -279,6 +299,42 @@ extension WindowsStage {
         st.freeAggregates.append(contentsOf: w.list)
     }
 
+    /// Writes the batch's late contributions as late partials (one per key and record offset, in key order)
+    /// and forgets them: the merger adds them to the windows it has written.
+    func flushLate(_ st: PartitionWindows, record: Int32, output: inout OutputBuffer) {
+        guard !st.lateAggregates.isEmpty else { return }
+        st.lateKeys.withUnsafeBufferPointer { k in
+            let base = k.baseAddress!
+            let order = st.lateAggregates.indices.sorted { x, y in
+                let a = st.lateAggregates[x], b = st.lateAggregates[y]
+                let n = min(Int(a.keyCount), Int(b.keyCount))
+                let c = memcmp(base + Int(a.keyStart), base + Int(b.keyStart), n)
+                if c != 0 { return c < 0 }
+                return a.keyCount != b.keyCount ? a.keyCount < b.keyCount : st.lateOffsets[x] < st.lateOffsets[y]
+            }
+            for i in order {
+                let agg = st.lateAggregates[i]
+                let key = UnsafeBufferPointer(start: base + Int(agg.keyStart), count: Int(agg.keyCount))
+                headBuffer.removeAll(keepingCapacity: true)
+                appendHead(agg, to: &headBuffer)
+                let keyStart = output.begin()
+                output.bytes.append(contentsOf: key)
+                let valueStart = output.bytes.count
+                headBuffer.withUnsafeBytes { head in
+                    InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
+                                                  isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations,
+                                                  lateOffset: st.lateOffsets[i], into: &output.bytes) { agg.users.encode(into: &$0) }
+                }
+                let target = Int32(truncatingIfNeeded: stableHash(key) % UInt64(partialsPartitions))
+                output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
+            }
+        }
+        st.lateAggregates.removeAll(keepingCapacity: true)
+        st.lateOffsets.removeAll(keepingCapacity: true)
+        st.lateKeys.removeAll(keepingCapacity: true)
+        st.lateTable.removeAll(keepingCapacity: true)
+    }
+
     func sendProgress(_ st: PartitionWindows, _ watermark: Int64, idle: Bool, record: Int32, output: inout OutputBuffer) {
         st.progressSent = watermark
         for q in 0..<partialsPartitions {
@@ -312,7 +368,7 @@ extension WindowsStage {
                 st.idleSent = true
                 idleCounter.add()
                 logger.info("source partition \(p) idle for \(config.idleTimeout): it no longer holds windows back")
-                sendProgress(st, st.maxTime.map { $0 &- lateness } ?? .min, idle: true, record: -1, output: &output)
+                sendProgress(st, st.maxTime.map { saturatingSub($0, lateness) } ?? .min, idle: true, record: -1, output: &output)
             }
         }
     }

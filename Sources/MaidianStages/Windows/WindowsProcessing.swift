@@ -32,6 +32,7 @@ extension WindowsStage {
         let now = ContinuousClock.now
         var touched: [PartitionWindows] = []
         lateEvents.removeAll(keepingCapacity: true)
+        tooLateEvents.removeAll(keepingCapacity: true)
         // Counting and queueing only read the batch; late events are marked after.
         batch.withWindowsView { v in
             // Consecutive records mostly share a partition: its state is kept at hand.
@@ -57,18 +58,45 @@ extension WindowsStage {
                 st.lastRecord = Int32(r)
                 st.lastInput = now
                 guard rec.eventCount > 0 else { continue }
+                let received = rec.hasReceivedAt ? rec.receivedAt : rec.timestamp
+                if received > st.collectorNow { st.collectorNow = received }
+                // Any upload of an install tells it is not silent: its key is its anonymous id (SPEC section 1),
+                // looked up once per record; events without roles are not looked at one by one.
+                if rec.key.isPresent && rec.key.count > 0 {
+                    var h = Hash64()
+                    h.add(v.input.baseAddress! + Int(rec.key.start), rec.key.count)
+                    if let u = st.userByHash.get(h.value), st.users[Int(u)].lastReceived < received {
+                        st.users[Int(u)].lastReceived = received
+                    }
+                }
                 // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
-                let watermark = st.maxTime.map { $0 &- lateness }
+                let watermark = st.maxTime.map { saturatingSub($0, lateness) } ?? .min
+                let tooLate = saturatingSub(watermark, allowedLateness)
                 var newest = st.maxTime
+                var drained = false
                 for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
                     let ev = v.events[i]
                     guard ev.status == .live, ev.type.isTrack else { continue }
                     if newest.map({ ev.time > $0 }) ?? true { newest = ev.time }
-                    if let watermark, ev.time < watermark {
+                    if ev.time < watermark {
                         lateEvents.append(Int32(i))
+                        // Too late: marked and counted, nothing else (SPEC section 5).
+                        if ev.time < tooLate {
+                            tooLateEvents.append(Int32(i))
+                            continue
+                        }
+                        // A late event is paired at once, after whatever the watermark at its record has passed:
+                        // the same order whichever batches the records came in (a re-read after a takeover).
+                        if !drained {
+                            drained = true
+                            while let time = st.pending.topTime, time <= watermark {
+                                apply(st.pending.pop()!, st, record: st.ownerRecord, output: &output)
+                            }
+                        }
+                        take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: received, late: true, output: &output)
                         continue
                     }
-                    take(v, ev, st)
+                    take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: received, late: false, output: &output)
                 }
                 st.maxTime = newest
             }
@@ -78,6 +106,10 @@ extension WindowsStage {
             batch.addProperty(event: Int(i), name: "$late") { JSONOut.appendRaw("true", to: &$0) }
             lateCounter.add()
         }
+        for i in tooLateEvents {
+            batch.events[Int(i)].flags |= EventFlag.tooLate
+            tooLateCounter.add()
+        }
         for st in touched {
             advance(st, final: false, record: st.ownerRecord, output: &output)
             st.lastRecord = -1
@@ -86,7 +118,8 @@ extension WindowsStage {
 
     /// Counts one event and queues it for pairing and trails.
     @inline(__always)
-    private func take(_ v: BatchView, _ ev: Event, _ st: PartitionWindows) {
+    private func take(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, offset: Int64, index: Int, received: Int64, late: Bool,
+                      output: inout OutputBuffer) {
         let (roleNumber, event) = self.role(v, ev)
         if ev.hitCount == 0 && roleNumber < 0 { return }
         let role = roleNumber < 0 ? nil : Role(rawValue: UInt8(roleNumber))
@@ -96,7 +129,7 @@ extension WindowsStage {
         finder.find(v, ev, wanted: wanted)
         let userHash = v.userHash(ev)
         let dims = needsDims ? dimsIdentity(v, ev) : -1
-        if ev.hitCount > 0 { count(v, ev, st, dims, userHash) }
+        if ev.hitCount > 0 { count(v, ev, st, dims, userHash, offset: offset) }
         guard let role else { return }
 
         let found = finder.found
@@ -123,12 +156,15 @@ extension WindowsStage {
         default:
             break
         }
-        let u = st.user(hash: userHash, appendID: { v.appendDistinctID(ev, to: &$0) }, time: ev.time)
+        let install = v.installHash(ev, idHash: userHash)
+        let u = st.user(hash: install, idHash: userHash, appendID: { v.appendDistinctID(ev, to: &$0) }, time: ev.time)
         if st.lastTimes[Int(u)] < ev.time { st.lastTimes[Int(u)] = ev.time }
-        st.seq += 1
-        st.pending.push(PendingEvent(
-            time: ev.time, seq: st.seq, user: u, role: role, page: page, element: element, event: event,
-            rules: rules, dims: visitDims, appVersion: version))
+        if st.users[Int(u)].lastReceived < received { st.users[Int(u)].lastReceived = received }
+        let id = (st.users[Int(u)].idStart, st.users[Int(u)].idCount)
+        let e = PendingEvent(
+            time: ev.time, seq: PendingEvent.sequence(offset: offset, index: index), user: u, idStart: id.0, idCount: id.1,
+            role: role, page: page, element: element, event: event, rules: rules, dims: visitDims, appVersion: version)
+        if late { apply(e, st, record: st.ownerRecord, output: &output) } else { st.pending.push(e) }
     }
 
     /// The `PropertyFinder` names each role reads: 0 `$screen_name`, 1 `current_url` (pages); 2 `$app_version`
@@ -270,8 +306,8 @@ extension WindowsStage {
 
     /// Adds the event to the window aggregate of each rule it matched.
     @inline(__always)
-    private func count(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, _ dims: Int32, _ userHash: UInt64) {
-        let windowStart = floorDiv(ev.time, window) * window
+    private func count(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, _ dims: Int32, _ userHash: UInt64, offset: Int64) {
+        let windowStart = windowStart(of: ev.time)
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
             let hit = v.hits[h]
             let rule = BatchView.stringText(v.scratch, hit.id).withDecoded { ruleTexts.intern($0) }
@@ -280,6 +316,11 @@ extension WindowsStage {
                 content = BatchView.stringText(hit.contentInScratch ? v.scratch : v.json, hit.content).withDecoded { contents.intern($0) }
             }
             let tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
+            if saturatingAdd(windowStart, window) <= st.closedUpTo {
+                // Its window is written already: a late contribution (few events; a slower path).
+                countLate(st, tuple, offset: offset, user: userHash, duration: nil)
+                continue
+            }
             var a = st.aggregate(tuple)
             if a < 0 { a = aggregate(st, tuple) }
             st.aggregates[Int(a)].count += 1
@@ -287,11 +328,47 @@ extension WindowsStage {
         }
     }
 
+    /// The start of the window holding `time` (saturated, never trapping, for any time).
+    @inline(__always)
+    func windowStart(of time: Int64) -> Int64 {
+        let r = time % window
+        return saturatingSub(time, r < 0 ? r + window : r)
+    }
+
+    /// A contribution to a window the partition has closed: kept per (tuple, record offset) until the batch
+    /// ends, then written as a late partial (`flushLate`).
+    func countLate(_ st: PartitionWindows, _ tuple: AggregateTuple, offset: Int64, user: UInt64, duration: Int64?) {
+        let id = LateTuple(tuple: tuple, offset: offset)
+        var a = st.lateTable[id] ?? -1
+        if a < 0 {
+            let c = combo(tuple)
+            let pieces = combos[Int(c)]
+            let keyStart = st.lateKeys.count
+            comboBytes.withUnsafeBufferPointer { b in
+                st.lateKeys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keyPrefix]))
+                JSONOut.appendInt(tuple.windowStart, to: &st.lateKeys)
+                st.lateKeys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keySuffix]))
+            }
+            a = Int32(st.lateAggregates.count)
+            st.lateAggregates.append(Aggregate(windowEnd: saturatingAdd(tuple.windowStart, window), isDwell: tuple.metric == 2, combo: c,
+                                               windowStart: tuple.windowStart, keyStart: Int32(keyStart),
+                                               keyCount: Int32(st.lateKeys.count - keyStart)))
+            st.lateOffsets.append(offset)
+            st.lateTable[id] = a
+        }
+        st.lateAggregates[Int(a)].count += 1
+        st.lateAggregates[Int(a)].users.insert(user)
+        if let duration {
+            st.lateAggregates[Int(a)].sum += duration
+            st.lateAggregates[Int(a)].durations.add(duration)
+        }
+    }
+
     /// The aggregate of a tuple not seen yet in its window: the one of its text key, created when new.
     func aggregate(_ st: PartitionWindows, _ tuple: AggregateTuple) -> Int32 {
         let c = combo(tuple)
         let pieces = combos[Int(c)]
-        let end = tuple.windowStart + window
+        let end = saturatingAdd(tuple.windowStart, window)
         let w = st.window(end: end)
         // The key goes to the window's arena; it stays there only for a new aggregate.
         let keyStart = w.keys.count
