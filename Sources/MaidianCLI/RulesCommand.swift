@@ -75,7 +75,7 @@ struct RulesDoctorCommand: ParsableCommand {
         """)
 
     @Argument(help: "The rules file (YAML or JSON).") var rules: String
-    @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String
+    @Option(help: "Recording (.ndjson or .ndjson.zst, wire format §6).") var recording: String
     @Option(help: "The pipeline whose stages run up to 'match'.") var pipeline = "pipelines/app-analytics.yaml"
     @Option(help: "Events of a rule's kind on its page before a version is judged.") var minEvents = 100
     @Option(help: "A share of matches below this fraction of the previous version's is reported.") var dropRatio = 0.1

@@ -9,7 +9,7 @@ public struct Span: Sendable, Equatable {
     @inlinable public var count: Int { Int(end &- start) }
 }
 
-/// The event times SPEC section 2 accepts: from 2015-01-01 (included) to 2100-01-01 (excluded), in ms since the
+/// The event times wire format §2 accepts: from 2015-01-01 (included) to 2100-01-01 (excluded), in ms since the
 /// epoch. Checked where events enter (validate stage, decoder for `_flush_time`), so the arithmetic of later
 /// stages (calibration, windows, dedup) works on values far from the 64-bit limits.
 public enum EventTimeRange {
@@ -26,7 +26,7 @@ public enum DeadLetterReason: UInt8, Sendable, CaseIterable, CustomStringConvert
     case badEncoding, badZstd, tooLarge, badJSON, notArray
     // event level
     case notObject, badType, badEventName, badTime, badDistinctID, badProperties
-    /// A member name appears twice in the event object or in its `properties` (SPEC section 2, revision 2).
+    /// A member name appears twice in the event object or in its `properties` (wire format §2, revision 2).
     case duplicateKey
 
     /// The wire name used in `events.dlq` and in metrics.
@@ -332,7 +332,7 @@ public struct EventBatch: Sendable {
     public private(set) var droppedCount = 0
     public private(set) var failedCount = 0
     /// Header values of this batch's records taken as absent: not valid UTF-8, or a `received_at` that is not a
-    /// decimal integer (SPEC section 1). The engine counts them (`maidian_bad_headers_total`).
+    /// decimal integer (wire format §1). The engine counts them (`maidian_bad_headers_total`).
     public var invalidHeaders = 0
 
     public init() {
@@ -409,7 +409,7 @@ public struct EventBatch: Sendable {
         // Copy first, parse after: where a source keeps a record's headers next to its value, the copy has
         // brought them into the cache.
         let keySpan = appendInput(key), valueSpan = appendInput(value)
-        // Headers are untrusted bytes (SPEC section 1): one that is not valid UTF-8 (or a `received_at` that is
+        // Headers are untrusted bytes (wire format §1): one that is not valid UTF-8 (or a `received_at` that is
         // not a decimal integer) is taken as absent and counted, so it never reaches an output.
         let ipSpan = appendInput(validHeader(ip)), uaSpan = appendInput(validHeader(ua))
         let projectSpan = appendInput(validHeader(project))

@@ -291,7 +291,7 @@ struct JSONScanner {
             while i < end, p[i] >= 0x30 && p[i] <= 0x39 { i &+= 1 }
         }
         if overflow || exponentStart >= 0 {
-            // Not a 64-bit integer: it must at least be a finite double (SPEC section 2: else bad JSON).
+            // Not a 64-bit integer: it must at least be a finite double (wire format §2: else bad JSON).
             let digitsStart = neg ? pos &+ 1 : pos
             let intEnd = fractionStart >= 0 ? fractionStart &- 1 : (exponentStart >= 0 ? exponentStart &- 1 : i)
             if !fitsDouble(digitsStart, intEnd, exponentStart, i) {

@@ -11,7 +11,7 @@ public enum KnownProperty: Int, CaseIterable, Sendable {
 
     @inlinable public var bit: UInt64 { 1 << UInt64(rawValue) }
 
-    /// The properties only the server sets (SPEC section 2, enrichment): a client's are dropped (and listed in
+    /// The properties only the server sets (wire format §2, enrichment): a client's are dropped (and listed in
     /// `$dropped_properties`) before the server sets its own.
     public static let serverOwnedBits: UInt64 = KnownProperty.matchedRules.bit | KnownProperty.late.bit
         | KnownProperty.droppedProperties.bit | KnownProperty.clientTime.bit | KnownProperty.receiveTime.bit

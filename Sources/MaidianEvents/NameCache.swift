@@ -52,7 +52,7 @@ final class NameCache {
         var seenIn: Int = 0
     }
 
-    /// Duplicate member names (SPEC section 2, `duplicate_key`), found through the slots: `object` numbers the
+    /// Duplicate member names (wire format §2, `duplicate_key`), found through the slots: `object` numbers the
     /// object being scanned; `duplicate` says a key was seen twice in it; `unsure` says the slots cannot tell
     /// (a key without a slot, or a slot of this object reused for another key), and an exact check must.
     /// Unchecked exclusivity: one decoder on one thread.

@@ -33,7 +33,7 @@ public struct OutputBuffer: Sendable {
     /// Bytes kept free below `message.max.bytes` for what librdkafka adds to key and value when it checks
     /// a message's size (lengths, timestamp, headers count: under 40 bytes) and for the batch around it.
     public static let recordOverhead = 1024
-    /// The most bytes of its payload a dead letter keeps when the whole would be too large (SPEC section 1).
+    /// The most bytes of its payload a dead letter keeps when the whole would be too large (wire format §1).
     public static let truncatedPayloadBytes = 64 << 10
 
     /// `maxMessageBytes` for a producer whose `message.max.bytes` is `producerLimit`.
@@ -201,7 +201,7 @@ public enum OutputWriter {
     public static func writeDeadLetters(_ batch: borrowing EventBatch, topic: Int32, into out: inout OutputBuffer) {
         for r in 0..<batch.records.count {
             let rec = batch.records[r]
-            // A key that alone takes a big share of the limit is left out (SPEC section 1: no input stops a worker).
+            // A key that alone takes a big share of the limit is left out (wire format §1: no input stops a worker).
             let hasKey = rec.key.isPresent && rec.key.count <= OutputBuffer.truncatedPayloadBytes
             if rec.status == .failed {
                 let keyStart = out.bytes.count

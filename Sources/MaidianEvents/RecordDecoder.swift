@@ -334,7 +334,7 @@ public final class RecordDecoder {
                     if isNumber { ev.time = value; ev.clientTime = value }
                     ev.timeValue = Span(vs, pos)
                 case .flushTime:
-                    // A flush time outside SPEC's time range cannot calibrate anything (and its difference
+                    // A flush time outside the wire format's time range cannot calibrate anything (and its difference
                     // with `received_at` could overflow): the event is taken as sent without one.
                     ev.hasFlushTime = isInteger && EventTimeRange.contains(value)
                     if isNumber { ev.flushTime = value }

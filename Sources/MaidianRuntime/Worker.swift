@@ -553,7 +553,7 @@ private final class State {
         }
     }
 
-    /// Replaces outputs the producer would refuse as too large by `too_large` dead letters (SPEC section 1),
+    /// Replaces outputs the producer would refuse as too large by `too_large` dead letters (wire format §1),
     /// and counts those and the dead letters the writers truncated or left out.
     func divertOversizedOutputs() {
         let live = engine.live

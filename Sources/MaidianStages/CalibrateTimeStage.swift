@@ -28,9 +28,6 @@ public final class CalibrateTimeStage: Stage {
     public static let kind = "calibrate_time"
     public static let summary = "moves events of devices with wrong clocks to collector time, keeping $client_time"
 
-    /// The SPEC's valid event times: 2015-01-01 (inclusive) to 2100-01-01 (exclusive), in ms.
-    public static let validTimes: Range<Int64> = 1_420_070_400_000..<4_102_444_800_000
-
     let maxSkew: Int64
     let maxFuture: Int64
     /// Reused per batch: events to change and their new time.
@@ -58,11 +55,11 @@ public final class CalibrateTimeStage: Stage {
             if o1 || skew > maxSkew || skew < -maxSkew {
                 skewed = true
                 let (moved, o2) = time.addingReportingOverflow(skew)
-                if o1 || o2 || !validTimes.contains(moved) {
+                if o1 || o2 || !EventTimeRange.contains(moved) {
                     // `_flush_time` is garbage: the collector's receive time is the best guess left (it is
                     // checked below like any other time); if it is out of range too, the client time stays.
                     outOfRange = true
-                    t = validTimes.contains(receivedAt) ? receivedAt : time
+                    t = EventTimeRange.contains(receivedAt) ? receivedAt : time
                 } else {
                     t = moved
                 }
@@ -72,7 +69,7 @@ public final class CalibrateTimeStage: Stage {
         // missing or nonsensical reference clamps nothing).
         let reference = receivedAt ?? timestamp
         var clamped = false
-        if validTimes.contains(reference) {
+        if EventTimeRange.contains(reference) {
             let (limit, o) = reference.addingReportingOverflow(maxFuture)
             if !o && t > limit {
                 t = reference

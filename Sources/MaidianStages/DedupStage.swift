@@ -94,7 +94,7 @@ public final class DedupStage: Stage {
         return false
     }
 
-    /// `|a - b|` without overflow, whatever the two times (validate keeps them in SPEC's range, but a pipeline
+    /// `|a - b|` without overflow, whatever the two times (validate keeps them in the wire format's range, but a pipeline
     /// may run dedup without it).
     @inline(__always)
     static func distance(_ a: Int64, _ b: Int64) -> UInt64 {

@@ -65,7 +65,7 @@ public final class ValidateStage: Stage {
         }
         // The decoder checked the name while the bytes were in the cache.
         if ev.type.isTrack && !(ev.eventNameIsString && ev.eventNameValid) { return .badEventName }
-        // Out of SPEC's range is invalid too: later stages' time arithmetic relies on it (issue 13, class 1).
+        // Out of the wire format's range is invalid too: later stages' time arithmetic relies on it (issue 13, class 1).
         if ev.timeKind != 1 || !EventTimeRange.contains(ev.time) { return .badTime }
         if ev.distinctIDKind != 1 || ev.distinctIDLength == 0 || Int(ev.distinctIDLength) > config.maxDistinctIDBytes { return .badDistinctID }
         if ev.propertiesKind == 2 { return .badProperties }
@@ -110,7 +110,7 @@ public final class ValidateStage: Stage {
     }
 
     /// A property only the server sets, sent by the client: dropped so that what the server sets is the
-    /// only one (SPEC section 2, enrichment).
+    /// only one (wire format §2, enrichment).
     @inline(__always)
     private func isServerOwned(_ p: Property) -> Bool {
         p.known != KnownProperty.none && (UInt64(1) << UInt64(p.known)) & KnownProperty.serverOwnedBits != 0

@@ -38,7 +38,7 @@ public final class WindowsStage: Stage, Repartitioning {
     public struct Config: Decodable, Sendable {
         public var window = ConfigDuration(milliseconds: 60_000)
         public var lateness = ConfigDuration(milliseconds: 30_000)
-        /// How far behind the watermark a late event still counts (SPEC section 5); further: too late.
+        /// How far behind the watermark a late event still counts (wire format §5); further: too late.
         public var allowedLateness = ConfigDuration(milliseconds: 24 * 3_600_000)
         /// A window changed by late events is written again at most once per this much time.
         public var lateFlush = ConfigDuration(milliseconds: 10_000)

@@ -301,7 +301,7 @@ struct SeededLCG: RandomNumberGenerator {
     }
 }
 
-/// Issue 13, class 7 and SPEC section 2 (revision 2): numbers beyond a double, duplicate member names.
+/// Issue 13, class 7 and wire format §2 (revision 2): numbers beyond a double, duplicate member names.
 extension RecordDecoderTests {
     func testNumbersBeyondADoubleAreBadJSON() {
         for bad in ["1e400", "-1e400", "1" + String(repeating: "0", count: 400), "1.8e308", "0.5e310", "9e99999999999999999999"] {

@@ -134,7 +134,7 @@ final class ValidateStageTests: XCTestCase {
     }
 }
 
-/// Issue 13: SPEC section 2, revision 2 (time range, duplicate keys, server-owned properties).
+/// Issue 13: wire format §2, revision 2 (time range, duplicate keys, server-owned properties).
 extension ValidateStageTests {
     func testTimeOutsideTheSpecRangeIsBadTime() throws {
         func ev(_ time: String) -> String { "{\"type\":\"track\",\"event\":\"a\",\"time\":\(time),\"distinct_id\":\"u\",\"_track_id\":1}" }

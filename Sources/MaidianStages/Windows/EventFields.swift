@@ -162,7 +162,7 @@ struct BatchView {
 
 extension BatchView {
     /// Hash64 of the event's install: its top-level `anonymous_id` (a non-empty string), else its
-    /// `distinct_id` (SPEC section 5: pairing and trails are per install, across logins). `idHash` is the
+    /// `distinct_id` (wire format §5: pairing and trails are per install, across logins). `idHash` is the
     /// event's `userHash`.
     ///
     /// The decoder does not keep `anonymous_id`, so it is looked for in the event's bytes: a match inside

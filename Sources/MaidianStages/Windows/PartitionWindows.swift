@@ -88,7 +88,7 @@ struct TrailEntry {
     var element: Int32
 }
 
-/// What a partition keeps per install (`anonymous_id`, else `distinct_id`: SPEC section 5): open visits
+/// What a partition keeps per install (`anonymous_id`, else `distinct_id`: wire format §5): open visits
 /// and the crash trail, so that a login mid-visit keeps both. The install's latest `distinct_id` is in the
 /// partition's `idBytes` (one allocation for all installs instead of one each).
 struct UserState {

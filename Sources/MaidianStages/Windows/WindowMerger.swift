@@ -6,7 +6,7 @@ import MaidianPipeline
 /// writes a `metrics.counts` record per key once every source partition's progress has passed the window:
 /// a count covers the whole raw topic whichever workers hold its partitions (wire format §5).
 ///
-/// Late events (SPEC section 5): a source sends each record's contributions to windows it has closed as late
+/// Late events (wire format §5): a source sends each record's contributions to windows it has closed as late
 /// partials named by the record's offset. The merger keeps every written window's partials for
 /// `allowed_lateness` behind its watermark, adds late partials to them (one replaces an equal-named one, so a
 /// re-read record does not count twice) and writes the changed keys again, with their new totals, at most

@@ -60,7 +60,7 @@ extension WindowsStage {
                 guard rec.eventCount > 0 else { continue }
                 let received = rec.hasReceivedAt ? rec.receivedAt : rec.timestamp
                 if received > st.collectorNow { st.collectorNow = received }
-                // Any upload of an install tells it is not silent: its key is its anonymous id (SPEC section 1),
+                // Any upload of an install tells it is not silent: its key is its anonymous id (wire format §1),
                 // looked up once per record; events without roles are not looked at one by one.
                 if rec.key.isPresent && rec.key.count > 0 {
                     var h = Hash64()
@@ -80,7 +80,7 @@ extension WindowsStage {
                     if newest.map({ ev.time > $0 }) ?? true { newest = ev.time }
                     if ev.time < watermark {
                         lateEvents.append(Int32(i))
-                        // Too late: marked and counted, nothing else (SPEC section 5).
+                        // Too late: marked and counted, nothing else (wire format §5).
                         if ev.time < tooLate {
                             tooLateEvents.append(Int32(i))
                             continue
