@@ -72,7 +72,9 @@ final class PipelineCheckTests: XCTestCase {
             "p.yaml:18:12: 'enriched' writes into the source topic 'events.raw'",
         ])
         let empty = try check("name: nothing\n")
-        assertPrefixes(lines(empty.warnings), ["p.yaml:1:1: the pipeline has no stages", "p.yaml:1:1: the pipeline has no outputs"])
+        assertPrefixes(lines(empty.warnings), ["p.yaml:1:1: the pipeline has no stages"])
+        // No outputs is an error, not a warning: such a pipeline writes nothing, not even dead letters.
+        assertPrefixes(lines(empty.errors), ["p.yaml:1:1: the pipeline has no outputs"])
     }
 
     /// validate, match, windows; then `outputs:` (lines 1 to 6).
@@ -169,7 +171,7 @@ final class PipelineCheckTests: XCTestCase {
             "p.yaml:10:13: 'cert' and 'key' go together (mutual TLS needs the client certificate and its private key)",
             "p.yaml:10:13: no such file: 'client.pem' (relative paths start at the pipeline file's directory)",
         ])
-        let plain = try check("source:\n  security:\n    protocol: PLAINTEXT\n    sasl: {mechanism: PLAIN, username: u, password_env: P}\n",
+        let plain = try check("source:\n  security:\n    protocol: PLAINTEXT\n    sasl: {mechanism: PLAIN, username: u, password_env: P}\noutputs: [{kind: enriched, topic: e}]\n",
                               environment: ["P": "p"])
         XCTAssertEqual(lines(plain.errors), ["p.yaml:4:11: 'sasl:' is not used with protocol PLAINTEXT (use SASL_SSL (or SASL_PLAINTEXT))"])
     }
