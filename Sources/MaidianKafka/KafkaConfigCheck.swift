@@ -42,13 +42,16 @@ public enum KafkaConfigCheck {
 
     /// A property librdkafka would not take.
     public struct Problem: Sendable, Equatable, CustomStringConvertible {
+        /// An unknown name, or a value the property does not take.
         public enum Kind: Sendable, Equatable { case unknownName, badValue }
+        /// What is wrong.
         public var kind: Kind
         /// The problem in words.
         public var message: String
         /// The values that would be accepted, when the check knows them.
         public var allowed: [String] = []
 
+        /// The message with the accepted values.
         public var description: String {
             allowed.isEmpty ? message : message + " (expected one of: " + allowed.joined(separator: ", ") + ")"
         }
@@ -82,7 +85,9 @@ public enum KafkaConfigCheck {
 
     /// One row of librdkafka's property table.
     public struct Property: Sendable, Equatable {
+        /// The property name.
         public var name: String
+        /// Consumer (`C`), producer (`P`) or both (`*`).
         public var scope: Scope
         /// As librdkafka writes it: `-1 .. 1000`, `true, false`, `none, gzip, snappy, lz4, zstd`, or empty.
         public var range: String

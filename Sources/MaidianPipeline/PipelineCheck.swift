@@ -27,13 +27,16 @@ public struct PipelineCheck {
 
     /// What librdkafka says about one property: `nil` when it takes it.
     public struct KafkaPropertyProblem: Sendable {
+        /// The problem in words.
         public var message: String
+        /// A suggestion (`did you mean 'sasl.password'?`, the accepted values).
         public var hint: String?
         /// The property name is unknown (the error is located at the name, else at the value).
         public var unknownName: Bool
         /// Not an error: the client ignores the property (a producer property in `source.kafka`).
         public var isWarning: Bool
 
+        /// A problem.
         public init(message: String, hint: String? = nil, unknownName: Bool, isWarning: Bool = false) {
             self.message = message
             self.hint = hint
@@ -42,8 +45,11 @@ public struct PipelineCheck {
         }
     }
 
+    /// The stage kinds a pipeline can name.
     public var registry: StageRegistry
+    /// For `${VAR}` and `*_env` keys.
     public var environment: [String: String]
+    /// For the stages built while checking.
     public var logger: Logger
     /// Checks one librdkafka property (MaidianKafka's `KafkaConfigCheck`; this module does not link librdkafka).
     public var kafkaProperty: @Sendable (_ name: String, _ value: String, _ client: WrittenKafkaProperty.Client) -> KafkaPropertyProblem?

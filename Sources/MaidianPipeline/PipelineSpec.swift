@@ -248,10 +248,15 @@ struct ProducerSpec: Decodable {
 public struct WrittenKafkaProperty: Sendable {
     /// Which client gets it.
     public enum Client: String, Sendable { case consumer, producer }
+    /// `source.kafka` is the consumer's, `producer.kafka` the producer's.
     public var client: Client
+    /// The property name.
     public var name: String
+    /// Its value, as text.
     public var value: String
+    /// Where the name is written.
     public var nameLocation: SourceLocation
+    /// Where the value is written.
     public var valueLocation: SourceLocation
 }
 

@@ -29,13 +29,16 @@ public struct SecuritySpec: Decodable, Sendable, Equatable {
 
     /// `sasl:`.
     public struct SASL: Decodable, Sendable, Equatable {
+        /// `mechanism:`.
         public var mechanism: Mechanism
+        /// `username:`.
         public var username: String
         /// Read from the environment variable `password_env` names, never written in the file.
         public var password: String
 
         enum CodingKeys: String, CodingKey { case mechanism, username, passwordEnv = "password_env" }
 
+        /// Decodes `mechanism`, `username`, `password_env` (reading the variable it names).
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             // Optional reads so that every problem of the section is reported, the missing keys after.
@@ -72,6 +75,7 @@ public struct SecuritySpec: Decodable, Sendable, Equatable {
             case ca, cert, key, keyPasswordEnv = "key_password_env", verifyHostname = "verify_hostname"
         }
 
+        /// Decodes `ca`, `cert`, `key`, `key_password_env`, `verify_hostname`.
         public init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             ca = try c.decodeIfPresent(LocatedPath.self, forKey: .ca)
@@ -87,8 +91,11 @@ public struct SecuritySpec: Decodable, Sendable, Equatable {
         }
     }
 
+    /// `protocol:`.
     public var `protocol`: SecurityProtocol
+    /// `sasl:`; required with the `SASL_*` protocols.
     public var sasl: SASL?
+    /// `tls:`; with `SSL` and `SASL_SSL` only.
     public var tls: TLS?
 
     enum CodingKeys: String, CodingKey { case `protocol`, sasl, tls }
@@ -96,6 +103,7 @@ public struct SecuritySpec: Decodable, Sendable, Equatable {
     /// `Decoder.userInfo` key of the environment that `*_env` keys read.
     public static let environmentKey = CodingUserInfoKey(rawValue: "maidian.environment")!
 
+    /// Decodes `protocol`, `sasl`, `tls` and checks that they fit together.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         `protocol` = try c.decode(SecurityProtocol.self, forKey: .protocol)
@@ -162,9 +170,12 @@ public struct SecuritySpec: Decodable, Sendable, Equatable {
 
 /// A file path written in a pipeline file, with where it is written.
 public struct LocatedPath: Decodable, Sendable, Equatable {
+    /// As written.
     public var path: String
+    /// Where it is written (`nil` outside ``ConfigDecoder``).
     public var location: SourceLocation?
 
+    /// Decodes a string scalar.
     public init(from decoder: any Decoder) throws {
         path = try decoder.singleValueContainer().decode(String.self)
         location = decoder.configLocation

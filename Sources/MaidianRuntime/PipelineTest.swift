@@ -15,10 +15,12 @@ public struct PipelineTestFile: Decodable, Sendable {
     public var environment: [String: String]
     /// Partitions the records are spread over by key (default 1: one ordered stream).
     public var partitions: Int
+    /// The tests, run in order, each on a fresh engine.
     public var tests: [PipelineTestCase]
 
     enum CodingKeys: String, CodingKey { case pipeline, environment, partitions, tests, shared }
 
+    /// Decodes the YAML keys `pipeline`, `environment`, `partitions`, `tests`, `shared`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         pipeline = try c.decode(LocatedPath.self, forKey: .pipeline)
@@ -39,14 +41,18 @@ public struct PipelineTestFile: Decodable, Sendable {
 
 /// One test: input records and what the topics must hold afterwards.
 public struct PipelineTestCase: Decodable, Sendable {
+    /// What the test shows, printed with its outcome.
     public var name: String
+    /// The input records, in order.
     public var input: [PipelineTestInput]
     /// Per topic, in file order.
     public var expect: [TopicExpectation]
+    /// Where the test is written.
     public var location: SourceLocation?
 
     enum CodingKeys: String, CodingKey { case name, input, expect }
 
+    /// Decodes the YAML keys `name`, `input`, `expect`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         name = try c.decode(String.self, forKey: .name)
@@ -73,10 +79,12 @@ public struct PipelineTestCase: Decodable, Sendable {
 
 /// One input record.
 public struct PipelineTestInput: Decodable, Sendable {
+    /// The record (`events`, `value`), or every record of `recording`.
     public var records: [RecordingRecord]
 
     enum CodingKeys: String, CodingKey { case key, headers, timestamp, events, value, recording }
 
+    /// Decodes the YAML keys `key`, `headers`, `timestamp` and one of `events`, `value`, `recording`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let given = [CodingKeys.events, .value, .recording].filter { c.contains($0) }
@@ -121,7 +129,9 @@ public struct PipelineTestInput: Decodable, Sendable {
 
 /// What one topic must hold after a test.
 public struct TopicExpectation: Decodable, Sendable {
+    /// The topic (the key under `expect`).
     public var topic = ""
+    /// Where the topic is written under `expect`.
     public var location: SourceLocation?
     /// Exactly this many messages.
     public var count: Int?
@@ -133,6 +143,7 @@ public struct TopicExpectation: Decodable, Sendable {
 
     enum CodingKeys: String, CodingKey { case count, contains, absent }
 
+    /// Decodes the YAML keys `count`, `contains`, `absent`.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         count = try c.decodeIfPresent(Int.self, forKey: .count)
@@ -143,9 +154,12 @@ public struct TopicExpectation: Decodable, Sendable {
 
 /// Runs the tests of a test file.
 public struct PipelineTestRunner {
+    /// The stage kinds a pipeline can name.
     public var registry: StageRegistry
+    /// For the stages (tests usually keep it at warning).
     public var logger: Logger
 
+    /// A runner.
     public init(registry: StageRegistry, logger: Logger) {
         self.registry = registry
         self.logger = logger
@@ -153,10 +167,13 @@ public struct PipelineTestRunner {
 
     /// The outcome of one test.
     public struct Outcome: Sendable {
+        /// The test's name.
         public var name: String
+        /// Where the test is written.
         public var location: SourceLocation?
         /// Empty when the test passed; each located at the expectation that failed.
         public var failures: [String]
+        /// Whether every expectation held.
         public var passed: Bool { failures.isEmpty }
     }
 

@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import MaidianKafka
 import XCTest
 
 /// `maidian check` as a linter, `-X`/`--kafka-config`, and `maidian test`, through the binary.
@@ -179,5 +181,43 @@ final class CheckCommandTests: XCTestCase {
         XCTAssertTrue(failOut.contains("failing.yaml:14:13: 'events.enriched': a message matches {\"event\":\"$AppViewScreen\"}"), failOut)
         XCTAssertFalse(failOut.contains("events.dlq"), "the dead-letter expectation holds")
         XCTAssertTrue(failOut.contains("0 passed, 1 failed"), failOut)
+    }
+
+    /// `-X` and `--kafka-config` reach the clients of produce, record, peek and run (no --brokers, no
+    /// MAIDIAN_BROKERS): the brokers come from bootstrap.servers.
+    func testKafkaPropertiesReachTheClients() throws {
+        let broker = try EmbeddedBroker(brokers: 1, logger: Logger(label: "check-command"))
+        for t in ["raw.x", "out.x", "dlq.x"] { try broker.createTopic(t, partitions: 2) }
+        let sample = try Integration.sharedFile("traffic/sample.ndjson")
+        let first50 = try String(contentsOf: sample, encoding: .utf8).split(separator: "\n").prefix(50).map { $0 + "\n" }.joined()
+        let recording = try write("fifty.ndjson", first50)
+        let noBrokers = ["MAIDIAN_BROKERS": ""]
+        let x = ["-X", "bootstrap.servers=\(broker.bootstrapServers)", "-X", "client.id=maidian-check-test"]
+
+        let (produced, producedOut, producedErr) = try maidian(["produce", recording, "--topic", "raw.x"] + x, environment: noBrokers)
+        XCTAssertEqual(produced, 0, producedErr)
+        XCTAssertTrue(producedOut.hasPrefix("produced 50 records to raw.x"), producedOut)
+
+        let properties = try write("client.properties", "bootstrap.servers = \(broker.bootstrapServers)\n")
+        let (recorded, recordedOut, recordedErr) = try maidian(
+            ["record", "--kafka-config", properties, "--topic", "raw.x", "--out", dir.appendingPathComponent("back.ndjson").path],
+            environment: noBrokers)
+        XCTAssertEqual(recorded, 0, recordedErr)
+        XCTAssertTrue(recordedOut.hasPrefix("recorded 50 records from raw.x"), recordedOut)
+
+        let pipeline = try write("p.yaml", """
+            source: {topic: raw.x, group: check-test, session_timeout: 6s}
+            stages: [{kind: validate}]
+            outputs: [{kind: enriched, topic: out.x}, {kind: dead_letter, topic: dlq.x}]
+            """)
+        let (ran, _, ranErr) = try maidian(["run", pipeline, "--until-end", "--kafka-config", properties, "--log-level", "notice"], environment: noBrokers)
+        XCTAssertEqual(ran, 0, ranErr)
+        XCTAssertFalse(ranErr.contains("EMBEDDED IN-MEMORY BROKER"), "bootstrap.servers from --kafka-config is a broker")
+
+        let (peeked, peekOut, peekErr) = try maidian(["peek", "out.x"] + x, environment: noBrokers)
+        XCTAssertEqual(peeked, 0, peekErr)
+        let line = try XCTUnwrap(peekOut.split(separator: "\n").first { $0.hasPrefix("── out.x: ") })
+        let count = Int(line.dropFirst("── out.x: ".count).prefix { $0.isNumber }) ?? 0
+        XCTAssertGreaterThan(count, 50, "the worker read raw.x and wrote enriched events: \(line)")
     }
 }
