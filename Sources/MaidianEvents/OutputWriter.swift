@@ -24,11 +24,6 @@ public struct OutputBuffer: Sendable {
     public var deadLetterTopic: Int32 = -1
     /// Dead letters written with a truncated payload since this was last cleared (counted by the worker).
     public var truncatedDeadLetters = 0
-    /// Outputs replaced by `too_large` dead letters (`OutputWriter.divertOversized`) since this was last cleared.
-    public var divertedOutputs = 0
-    /// Outputs too large to produce and left out (no dead-letter topic, or too large even as a dead letter)
-    /// since this was last cleared.
-    public var droppedOutputs = 0
     /// Dead letters not written at all because even truncated they pass `maxMessageBytes` (only with a
     /// `message.max.bytes` below about 200 KB), since this was last cleared.
     public var droppedDeadLetters = 0
@@ -309,8 +304,6 @@ public enum OutputWriter {
     /// (`payload_b64` when the output is not UTF-8 text). Without a dead-letter topic, or when even that does
     /// not fit, the message is left out. `source` gives a message's input record (`OutputMessage.record`),
     /// nil for outputs of no single record. Returns how many messages were replaced and left out.
-    /// The counts are also added to `out.divertedOutputs` and `out.droppedOutputs`.
-    @discardableResult
     public static func divertOversized(_ out: inout OutputBuffer, source: (Int32) -> OutputSource?) -> (diverted: Int, dropped: Int) {
         let limit = out.maxMessageBytes
         guard out.messages.contains(where: { ($0.key.isPresent ? $0.key.count : 0) + $0.value.count > limit }) else { return (0, 0) }
@@ -369,8 +362,6 @@ public enum OutputWriter {
             diverted += 1
         }
         out.messages.removeSubrange(kept...)
-        out.divertedOutputs += diverted
-        out.droppedOutputs += dropped
         return (diverted, dropped)
     }
 

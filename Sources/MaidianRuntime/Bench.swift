@@ -130,6 +130,8 @@ public enum Bench {
                             ua: bytes(rec.ua), project: bytes(rec.project))
                     }
                     try engine.process(&batch, output: &output)
+                    // As a worker does before producing: outputs the producer would refuse become dead letters.
+                    _ = OutputWriter.divertOversized(&output) { OutputWriter.source(record: $0, in: batch) }
                     result.outputMessages += output.messages.count
                     result.outputBytes += output.bytes.count
                     sink?(batch, output)

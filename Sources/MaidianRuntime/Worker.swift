@@ -535,24 +535,26 @@ private final class State {
         }
     }
 
-    /// Replaces outputs the producer would refuse as too large by `too_large` dead letters (SPEC section 1;
-    /// the dead-letter output already did for what the stages before it wrote), and counts those and the
-    /// dead letters the writers truncated or left out.
+    /// Replaces outputs the producer would refuse as too large by `too_large` dead letters (SPEC section 1),
+    /// and counts those and the dead letters the writers truncated or left out.
     func divertOversizedOutputs() {
+        let live = engine.live
+        if output.truncatedDeadLetters > 0 {
+            live.deadLettersTruncated.add(output.truncatedDeadLetters)
+            output.truncatedDeadLetters = 0
+        }
+        if output.droppedDeadLetters > 0 {
+            live.outputsDropped.add(output.droppedDeadLetters)
+            logger.error("dead letters too large to produce even truncated were left out", metadata: ["count": "\(output.droppedDeadLetters)", "max_bytes": "\(output.maxMessageBytes)"])
+            output.droppedDeadLetters = 0
+        }
         let records = batch.records.count
-        OutputWriter.divertOversized(&output) { r -> OutputWriter.OutputSource? in
+        let (diverted, dropped) = OutputWriter.divertOversized(&output) { r -> OutputWriter.OutputSource? in
             if Int(r) < records { return OutputWriter.source(record: r, in: batch) }
             let k = Int(r) - records
             guard k < internalRecords.count, let internalTopic else { return nil }
             return .init(topic: internalTopic, partition: internalRecords[k].partition, offset: internalRecords[k].offset, key: nil)
         }
-        let live = engine.live
-        let (truncated, diverted, dropped) = (output.truncatedDeadLetters, output.divertedOutputs, output.droppedOutputs + output.droppedDeadLetters)
-        output.truncatedDeadLetters = 0
-        output.divertedOutputs = 0
-        output.droppedOutputs = 0
-        output.droppedDeadLetters = 0
-        live.deadLettersTruncated.add(truncated)
         if diverted + dropped == 0 { return }
         live.outputsTooLarge.add(diverted)
         live.outputsDropped.add(dropped)

@@ -25,11 +25,8 @@ public final class DeadLetterOutput: Stage {
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         if topicIndex < 0 { topicIndex = output.topicIndex(topic) }
+        // Outputs too large to produce are dead-lettered here too (OutputWriter.divertOversized).
         output.deadLetterTopic = topicIndex
         OutputWriter.writeDeadLetters(batch, topic: topicIndex, into: &output)
-        // Outputs of the stages before (enriched events, counts, visits, trails) that the producer would
-        // refuse as too large become dead letters here, so that `bench` writes what a worker produces; the
-        // worker diverts what is written later (end-of-run state, merged partials) before producing.
-        OutputWriter.divertOversized(&output) { OutputWriter.source(record: $0, in: batch) }
     }
 }
