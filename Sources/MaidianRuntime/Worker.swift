@@ -169,6 +169,10 @@ private final class State {
     var endOffsets: [Int32: Int64] = [:]
     var reachedEnd = Set<Int32>()
     var failure: RuntimeError?
+    /// Outputs Kafka refused for good, waiting for their `too_large` dead letter (`keepRefused`).
+    var refused: [(token: UInt64, topic: String, head: [UInt8], detail: String)] = []
+    /// The token `keepRefused` kept last, until its delivery report reaches `refusedForGood`.
+    var lastKept: UInt64?
     let sourceTopic: String
     /// The stage that repartitions through an internal topic, and that topic.
     let repartitioning: (any Repartitioning)?
@@ -200,10 +204,6 @@ private final class State {
     var processedRecords = 0
     /// Outputs Kafka refused for good so far (`refusedForGood`).
     var refusedCount = 0
-    /// Outputs Kafka refused for good, waiting for their `too_large` dead letter (`keepRefused`).
-    var refused: [(token: UInt64, topic: String, head: [UInt8], detail: String)] = []
-    /// The token `keepRefused` kept last, until its delivery report reaches `refusedForGood`.
-    var lastKept: UInt64?
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
