@@ -256,6 +256,36 @@ public enum OutputWriter {
         out.finish(topic: topic, record: record, keyStart: keyStart, valueStart: valueStart, hasKey: hasKey)
     }
 
+    /// Appends a `too_large` dead letter for an output of `topic` whose first bytes are `head` (at least
+    /// `truncatedPayloadBytes` of them when it has that many): `{"reason":"too_large","detail":...,
+    /// "source":{...},"topic":...,"payload":"<first 64 KiB>","truncated":true}`, `payload_b64` when the output
+    /// is not UTF-8 text.
+    public static func writeTooLarge(topic: String, head v: UnsafeRawBufferPointer, detail: String, source from: OutputSource?, into o: inout [UInt8]) {
+        JSONOut.appendRaw("{\"reason\":\"too_large\",\"detail\":", to: &o)
+        JSONOut.appendString(detail, to: &o)
+        if let from {
+            JSONOut.appendRaw(",\"source\":{\"topic\":", to: &o)
+            JSONOut.appendString(from.topic, to: &o)
+            JSONOut.appendRaw(",\"partition\":", to: &o)
+            JSONOut.appendInt(Int64(from.partition), to: &o)
+            JSONOut.appendRaw(",\"offset\":", to: &o)
+            JSONOut.appendInt(from.offset, to: &o)
+            o.append(0x7D)
+        }
+        JSONOut.appendRaw(",\"topic\":", to: &o)
+        JSONOut.appendString(topic, to: &o)
+        let text = UnsafeRawBufferPointer(rebasing: v[0..<textCut(v)])
+        if String(validating: text, as: UTF8.self) != nil {
+            JSONOut.appendRaw(",\"payload\":\"", to: &o)
+            JSONOut.appendEscaped(text, to: &o)
+        } else {
+            JSONOut.appendRaw(",\"payload_b64\":\"", to: &o)
+            Base64.encode(UnsafeRawBufferPointer(rebasing: v[0..<min(v.count, OutputBuffer.truncatedPayloadBytes)]), into: &o)
+        }
+        o.append(0x22)
+        JSONOut.appendRaw(",\"truncated\":true}", to: &o)
+    }
+
     /// The first `truncatedPayloadBytes` of `text` (cut before a UTF-8 continuation byte) as a JSON string.
     private static func appendTruncatedText(_ text: UnsafeRawBufferPointer, to o: inout [UInt8]) {
         o.append(0x22)
@@ -323,33 +353,14 @@ public enum OutputWriter {
             let keyStart = out.bytes.count
             if let key { out.bytes.append(contentsOf: key) }
             let valueStart = out.bytes.count
-            JSONOut.appendRaw("{\"reason\":\"too_large\",\"detail\":", to: &out.bytes)
-            JSONOut.appendString("the \(out.topics[Int(m.topic)]) record of \(size) bytes is over the producer's limit of \(limit)", to: &out.bytes)
-            if let from {
-                JSONOut.appendRaw(",\"source\":{\"topic\":", to: &out.bytes)
-                JSONOut.appendString(from.topic, to: &out.bytes)
-                JSONOut.appendRaw(",\"partition\":", to: &out.bytes)
-                JSONOut.appendInt(Int64(from.partition), to: &out.bytes)
-                JSONOut.appendRaw(",\"offset\":", to: &out.bytes)
-                JSONOut.appendInt(from.offset, to: &out.bytes)
-                out.bytes.append(0x7D)
-            }
-            JSONOut.appendRaw(",\"topic\":", to: &out.bytes)
-            JSONOut.appendString(out.topics[Int(m.topic)], to: &out.bytes)
             // Copied out first: appending to `out.bytes` may move it.
             let value = Array(out.bytes[Int(m.value.start)..<Int(m.value.start) + min(m.value.count, OutputBuffer.truncatedPayloadBytes + 4)])
             value.withUnsafeBytes { v in
-                let text = UnsafeRawBufferPointer(rebasing: v[0..<textCut(v)])
-                if String(validating: text, as: UTF8.self) != nil {
-                    JSONOut.appendRaw(",\"payload\":\"", to: &out.bytes)
-                    JSONOut.appendEscaped(text, to: &out.bytes)
-                } else {
-                    JSONOut.appendRaw(",\"payload_b64\":\"", to: &out.bytes)
-                    Base64.encode(UnsafeRawBufferPointer(rebasing: v[0..<min(v.count, OutputBuffer.truncatedPayloadBytes)]), into: &out.bytes)
-                }
-                out.bytes.append(0x22)
+                writeTooLarge(
+                    topic: out.topics[Int(m.topic)], head: v,
+                    detail: "the \(out.topics[Int(m.topic)]) record of \(size) bytes is over the producer's limit of \(limit)",
+                    source: from, into: &out.bytes)
             }
-            JSONOut.appendRaw(",\"truncated\":true}", to: &out.bytes)
             if out.bytes.count - keyStart > limit {
                 out.bytes.removeSubrange(keyStart...)
                 dropped += 1

@@ -76,6 +76,14 @@ public final class KafkaProducer {
         set { context.onDelivery = newValue }
     }
 
+    /// Called before `onDelivery` for a delivery report whose error is permanent for its message
+    /// (`KafkaError.isPermanentForMessage`), with the topic's name and the message's value (valid only during
+    /// the call): what is needed to dead-letter it. Runs where `onDelivery` runs.
+    public var onRefused: ((UInt64, KafkaError, String, UnsafeRawBufferPointer) -> Void)? {
+        get { context.onRefused }
+        set { context.onRefused = newValue }
+    }
+
     /// Non-fatal client errors (broker transport, ...), after they are logged; also fatal ones when raised.
     public var onError: ((KafkaError) -> Void)? {
         get { context.onError }
@@ -258,6 +266,7 @@ public final class KafkaProducer {
 /// Callback state of a producer.
 final class ProducerContext: ClientContext {
     var onDelivery: ((UInt64, KafkaError?) -> Void)?
+    var onRefused: ((UInt64, KafkaError, String, UnsafeRawBufferPointer) -> Void)?
 
     func deliveryFailed(token: UInt64, message: UnsafePointer<rd_kafka_message_t>) {
         let m = message.pointee
@@ -265,6 +274,9 @@ final class ProducerContext: ClientContext {
         let place = m.partition >= 0 ? "\(topic)[\(m.partition)]" : "topic '\(topic)'"
         let error = KafkaError(m.err, "delivery to \(place) failed", code: m.err == RD_KAFKA_RESP_ERR__FATAL ? .fatal : .delivery)
         logger.debug("kafka producer: \(error)")
+        if error.isPermanentForMessage, let onRefused {
+            onRefused(token, error, topic, UnsafeRawBufferPointer(start: m.payload, count: m.payload == nil ? 0 : m.len))
+        }
         onDelivery?(token, error)
     }
 }

@@ -53,6 +53,14 @@ final class OffsetTracker {
         entries[i].remaining += n
     }
 
+    /// The partition and offset of the record a token was given for; nil for state outputs and completed records.
+    func record(token: UInt64) -> (partition: Slot, offset: Int64)? {
+        guard token != OffsetTracker.stateToken, token >= headSeq else { return nil }
+        let i = head + Int(token - headSeq)
+        guard i < entries.count else { return nil }
+        return (entries[i].partition, entries[i].offset)
+    }
+
     /// A delivery report.
     func delivered(token: UInt64, error: String?) {
         if let error {

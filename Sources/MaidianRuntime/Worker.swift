@@ -174,6 +174,10 @@ private final class State {
     var endOffsets: [Int32: Int64] = [:]
     var reachedEnd = Set<Int32>()
     var failure: RuntimeError?
+    /// Outputs Kafka refused for good, waiting for their `too_large` dead letter (`keepRefused`).
+    var refused: [(token: UInt64, topic: String, head: [UInt8], detail: String)] = []
+    /// The token `keepRefused` kept last, until its delivery report reaches `refusedForGood`.
+    var lastKept: UInt64?
     let sourceTopic: String
     /// The stage that repartitions through an internal topic, and that topic.
     let repartitioning: (any Repartitioning)?
@@ -265,12 +269,13 @@ private final class State {
         producer.onDelivery = { [weak self, tracker] token, error in
             if let error, error.isPermanentForMessage {
                 // Kafka will never take this message: stopping would only refuse it again on every restart.
-                self?.refusedForGood(error)
+                self?.refusedForGood(error, token: token)
                 tracker.delivered(token: token, error: nil)
                 return
             }
             tracker.delivered(token: token, error: error.map { "\($0)" })
         }
+        producer.onRefused = { [weak self] token, error, topic, value in self?.keepRefused(token: token, error: error, topic: topic, value: value) }
         consumer.onRebalance = { [unowned self] event in
             self.rebalance(event)
             self.liveness.beat()  // a handler may block (flush, commit): that is progress, not a stall
@@ -499,6 +504,7 @@ private final class State {
     /// re-read to rebuild state are not produced again. A partition's offset may be committed only past its
     /// last record in the batch: that record carries what the batch completed (see `OffsetTracker`).
     func produceOutputs() throws {
+        try produceRefused()
         divertOversizedOutputs()
         let n = batch.records.count + internalRecords.count
         var perRecord = [Int32](repeating: 0, count: n)
@@ -581,14 +587,55 @@ private final class State {
         ])
     }
 
+    /// A delivery report refused an output for good (before `onDelivery` counts it): unless it is a dead
+    /// letter itself, its first bytes are kept for a `too_large` dead letter and its record waits for that.
+    func keepRefused(token: UInt64, error: KafkaError, topic: String, value: UnsafeRawBufferPointer) {
+        // Only refusals for size are `too_large` (SPEC section 1); an invalid record is counted and skipped.
+        let sizeCodes: [Int32] = [10, 18, 4]  // MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_MSG_SIZE
+        guard output.deadLetterTopic >= 0, let code = error.rdkafkaCode, sizeCodes.contains(code) else { return }
+        let deadLetters = output.topics[Int(output.deadLetterTopic)]
+        guard topic != deadLetters + options.outputTopicSuffix else { return }
+        tracker.addOutputs(token: token, 1)
+        let head = Array(value.prefix(OutputBuffer.truncatedPayloadBytes + 4))
+        lastKept = token
+        refused.append((token, topic, head, "Kafka refused the \(topic) record of \(value.count) bytes: \(error.rdkafkaName ?? "\(error.code)")"))
+    }
+
+    /// Produces the dead letters of the outputs Kafka refused for good since the last call.
+    func produceRefused() throws {
+        guard !refused.isEmpty else { return }
+        let deadLetters = try producerTopic(output.deadLetterTopic)
+        let pending = refused
+        refused.removeAll()
+        for r in pending {
+            let from = tracker.record(token: r.token).map { record in
+                OutputWriter.OutputSource(topic: topicPartition(record.partition).topic, partition: record.partition.partition, offset: record.offset, key: nil)
+            }
+            var bytes: [UInt8] = []
+            r.head.withUnsafeBytes { OutputWriter.writeTooLarge(topic: r.topic, head: $0, detail: r.detail, source: from, into: &bytes) }
+            engine.live.outputsTooLarge.add(1)
+            do {
+                try bytes.withUnsafeBytes { try producer.produce(deadLetters, key: UnsafeRawBufferPointer(start: nil, count: 0), value: $0, token: r.token) }
+            } catch let e as KafkaError {
+                if !e.isPermanentForMessage { throw RuntimeError(.delivery, "a dead letter could not be produced; stopping without committing past it", underlying: e) }
+                refusedForGood(e)
+                tracker.delivered(token: r.token, error: nil)
+            }
+        }
+    }
+
     /// An output Kafka refused for good (`KafkaError.isPermanentForMessage`): counted and logged; its input
     /// offset may still be committed.
-    func refusedForGood(_ error: KafkaError) {
-        engine.live.outputsDropped.add(1)
+    func refusedForGood(_ error: KafkaError, token: UInt64? = nil) {
+        // `keepRefused` saw this report first when it kept the output for a dead letter.
+        let deadLettered = token != nil && token == lastKept
+        if deadLettered { lastKept = nil } else { engine.live.outputsDropped.add(1) }
         refusedCount += 1
         // The first ones, then one in a thousand: a topic whose limit is below the producer's would flood the log.
         if refusedCount <= 10 || refusedCount % 1000 == 0 {
-            logger.error("an output was refused for good and is skipped", metadata: ["error": "\(error)", "refused_so_far": "\(refusedCount)"])
+            logger.error("an output was refused for good", metadata: [
+                "error": "\(error)", "dead_lettered": "\(deadLettered)", "refused_so_far": "\(refusedCount)",
+            ])
         }
     }
 
@@ -648,6 +695,13 @@ private final class State {
     func drain() throws {
         do {
             try producer.flush(timeout: options.flushTimeout)
+            // Outputs refused during the flush are dead-lettered, and those dead letters delivered too.
+            while !refused.isEmpty {
+                try produceRefused()
+                try producer.flush(timeout: options.flushTimeout)
+            }
+        } catch let e as RuntimeError {
+            throw e
         } catch {
             throw RuntimeError(.delivery, "outputs still undelivered after \(options.flushTimeout); not committing", underlying: error)
         }

@@ -51,11 +51,12 @@ extension WorkerTests {
         XCTAssertEqual(counters.outputsDropped.value, 0)
     }
 
-    func testOutputsKafkaRefusesForGoodAreSkippedAndCommitted() throws {
+    func testOutputsKafkaRefusesForGoodAreDeadLetteredOrSkippedAndCommitted() throws {
         let env = try Env(rawPartitions: 1, maxBatch: 10)
         try env.produce((0..<40).map { i in Raw(key: "install-\(i % 5)", value: Array("[\(Self.track(id: Int64(i), distinctID: "user\(i % 7)"))]".utf8), partition: 0) })
-        // The first Produce requests are answered MSG_SIZE_TOO_LARGE (10), then INVALID_RECORD (87), as a broker
-        // whose limit is below the producer's would: those outputs are lost, the worker goes on.
+        // The first Produce requests are answered MSG_SIZE_TOO_LARGE (10), as a broker whose limit is below the
+        // producer's would, then INVALID_RECORD (87): the worker goes on, the outputs refused for size become
+        // too_large dead letters, the invalid ones are counted.
         env.broker.pushRequestErrors(apiKey: 0, errors: [10, 87])
         defer { env.broker.clearRequestErrors(apiKey: 0) }
         let status = WorkerStatus()
@@ -63,10 +64,22 @@ extension WorkerTests {
         let run = WorkerThread(worker)
         XCTAssertTrue(run.wait(seconds: 120), "the run did not end")
         XCTAssertNil(run.error, "the worker stopped: \(String(describing: run.error))")
-        let refused = try XCTUnwrap(status.counters).outputsDropped.value
-        XCTAssertGreaterThan(refused, 0)
+        let counters = try XCTUnwrap(status.counters)
+        let dropped = counters.outputsDropped.value
         let delivered = try env.endOffsets("events.enriched", partitions: 4).values.reduce(0, +)
-        XCTAssertEqual(Int(delivered) + refused, 40, "each output delivered or counted as refused")
+        // Refused for size: a too_large dead letter each (unless the dead letter's own request was the refused one).
+        let dlq = try env.readAll("events.dlq", partitions: 2)
+        XCTAssertGreaterThan(dlq.count, 0, "the first Produce request's outputs were refused for size")
+        XCTAssertGreaterThan(dropped, 0, "the second request's were invalid records")
+        XCTAssertEqual(Int(delivered) + dlq.count + dropped, 40, "each output delivered, dead-lettered or counted as dropped")
+        XCTAssertGreaterThanOrEqual(counters.outputsTooLarge.value, dlq.count)
+        for d in dlq {
+            XCTAssertEqual(d.value["reason"] as? String, "too_large")
+            XCTAssertEqual(d.value["topic"] as? String, "events.enriched")
+            XCTAssertTrue((d.value["detail"] as? String)?.contains("MSG_SIZE_TOO_LARGE") == true, "\(d.value)")
+            XCTAssertEqual((d.value["source"] as? [String: Any])?["topic"] as? String, "events.raw")
+            XCTAssertTrue((d.value["payload"] as? String)?.hasPrefix("{\"type\":\"track\"") == true)
+        }
         XCTAssertEqual(try env.committed(partitions: 1), try env.endOffsets("events.raw", partitions: 1))
     }
 }
