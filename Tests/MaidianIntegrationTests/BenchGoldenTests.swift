@@ -26,7 +26,7 @@ final class BenchGoldenTests: XCTestCase {
         let spec = try PipelineSpec.load(path: Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path, environment: env)
         let source = Bench.prepare(try Recording.read(path: sample.path), partitions: 8)
 
-        func run(merge: Bool, batchSize: Int = 1000) throws -> (BenchResult, [Integration.DumpedRecord]) {
+        func run(merge: Bool, batchSize: Int = 1000, spec: PipelineSpec = spec) throws -> (BenchResult, [Integration.DumpedRecord]) {
             let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Logger(label: "bench-golden"))
             var records: [Integration.DumpedRecord] = []
             let result = try Bench.run(engine: engine, records: source, topic: spec.source.topic, batchSize: batchSize, merge: merge) { _, out in
@@ -62,5 +62,12 @@ final class BenchGoldenTests: XCTestCase {
             let (_, other) = try run(merge: true, batchSize: batchSize)
             XCTAssertTrue(external(other) == want, "outputs with batches of \(batchSize) records")
         }
+        // A small batch bound (`source.limits.max_batch_bytes`, issue 13) cuts each poll into several batches:
+        // the same outputs.
+        var bounded = spec
+        bounded.source.limits.maxBatchBytes = 300_000
+        let (cutResult, cut) = try run(merge: true, spec: bounded)
+        XCTAssertEqual(cutResult.records, result.records)
+        XCTAssertTrue(external(cut) == want, "outputs with batches cut at 300 kB")
     }
 }
