@@ -39,7 +39,8 @@ test: deps compose-check build-context-check deploy-check
 
 ## libFuzzer targets (Fuzz/, a package of its own): record bytes and headers through the sample pipeline, the
 ## pipeline loader, the rules loader. Each runs FUZZ_SECONDS (default 60) from its seed corpus
-## (Fuzz/corpus/<target>); new inputs go to Fuzz/.build/corpus-<target>, crashes to Fuzz/findings/.
+## (Fuzz/corpus/<target>); new inputs go to Fuzz/.build/corpus-<target>, crashes to Fuzz/findings/. A target that
+## overruns by 5 minutes (a hang libFuzzer's own -timeout could not stop) is killed and fails.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := FuzzRecord:record FuzzPipeline:pipeline FuzzRules:rules
 fuzz-build: deps
@@ -51,7 +52,7 @@ fuzz: fuzz-build
 	for pair in $(FUZZ_TARGETS); do \
 	  t=$${pair%%:*}; c=$${pair##*:}; mkdir -p Fuzz/.build/corpus-$$c; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
-	  $$bin/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+	  timeout -s KILL $$(( $(FUZZ_SECONDS) + 300 )) $$bin/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
 	    -artifact_prefix=Fuzz/findings/$$c- Fuzz/.build/corpus-$$c Fuzz/corpus/$$c || exit 1; \
 	done
 

@@ -26,7 +26,7 @@ final class BenchGoldenTests: XCTestCase {
         let spec = try PipelineSpec.load(path: Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path, environment: env)
         let source = Bench.prepare(try Recording.read(path: sample.path), partitions: 8)
 
-        func run(merge: Bool, batchSize: Int = 1000) throws -> (BenchResult, [Integration.DumpedRecord]) {
+        func run(merge: Bool, batchSize: Int = 1000, spec: PipelineSpec = spec) throws -> (BenchResult, [Integration.DumpedRecord]) {
             let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Logger(label: "bench-golden"))
             var records: [Integration.DumpedRecord] = []
             let result = try Bench.run(engine: engine, records: source, topic: spec.source.topic, batchSize: batchSize, merge: merge) { _, out in
@@ -62,5 +62,61 @@ final class BenchGoldenTests: XCTestCase {
             let (_, other) = try run(merge: true, batchSize: batchSize)
             XCTAssertTrue(external(other) == want, "outputs with batches of \(batchSize) records")
         }
+        // A small batch bound (`source.limits.max_batch_bytes`, issue 13) cuts each poll into several batches:
+        // the same outputs.
+        var bounded = spec
+        bounded.source.limits.maxBatchBytes = 300_000
+        let (cutResult, cut) = try run(merge: true, spec: bounded)
+        XCTAssertEqual(cutResult.records, result.records)
+        XCTAssertTrue(external(cut) == want, "outputs with batches cut at 300 kB")
+    }
+}
+
+/// Issue 13: one record of each hostile class of the input edge through the whole sample pipeline, as
+/// `maidian bench` runs it: nothing traps, and each lands where SPEC says.
+extension BenchGoldenTests {
+    func testHostileRecordsThroughTheFullPipeline() throws {
+        let env = [
+            "MAIDIAN_GEO_DB": Integration.shared.appendingPathComponent("geo/test-city.mmdb").path,
+            "MAIDIAN_RULES": Integration.shared.appendingPathComponent("traffic/rules-sample.yaml").path,
+        ]
+        let spec = try PipelineSpec.load(path: Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path, environment: env)
+        let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Logger(label: "bench-hostile"))
+        let screen = "\"properties\":{\"$screen_name\":\"Home\",\"$title\":\"Home\"}"
+        func rec(_ json: String, headers: [(String, [UInt8])] = [("received_at", Array("1763700000000".utf8))]) -> RecordingRecord {
+            RecordingRecord(key: Array("k".utf8), headers: headers, timestamp: 1_763_700_000_000, value: Array(json.utf8))
+        }
+        // Many tiny zstd frames without a content size, decoding to a valid array.
+        var frames: [UInt8] = []
+        func frame(_ b: UInt8) { frames += [0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x00, 0x09, 0x00, 0x00, b] }
+        frame(0x5B)
+        for _ in 0..<30_000 { frame(0x20) }
+        frame(0x5D)
+        let records = [
+            // Class 1: times near the 64-bit limits, with and without _track_id, on a page rule's event.
+            rec("[{\"type\":\"track\",\"event\":\"$AppViewScreen\",\"time\":-9223372036854775807,\"distinct_id\":\"u\",\"_track_id\":1,\(screen)},"
+                + "{\"type\":\"track\",\"event\":\"$AppViewScreen\",\"time\":-9223372036854775807,\"distinct_id\":\"u\",\(screen)},"
+                + "{\"type\":\"track\",\"event\":\"$AppViewScreen\",\"time\":9223372036854775807,\"distinct_id\":\"u\",\"_track_id\":2,\(screen)}]"),
+            RecordingRecord(key: nil, headers: [], timestamp: 1_763_700_000_000, value: frames),
+            rec("[{\"type\":\"profile_set\",\"type\":\"track\",\"event\":\"a\",\"time\":1763700000000,\"distinct_id\":\"u\"}]"),
+            rec("[{\"type\":\"track\",\"event\":\"a\",\"time\":1763700000000,\"distinct_id\":\"u\",\"properties\":{\"n\":1e400}}]"),
+            rec("[{\"type\":\"track\",\"event\":\"a\",\"time\":1763700000000,\"distinct_id\":\"u\",\"_flush_time\":-9223372036854775807,"
+                + "\"properties\":{\"$matched_rules\":[\"spoofed\"],\"$late\":false}}]",
+                headers: [("received_at", Array("999999999999999999".utf8)), ("project", [0x70, 0xFF])]),
+        ]
+        var out: [(String, String)] = []
+        _ = try Bench.run(engine: engine, records: Bench.prepare(records, partitions: 2), topic: spec.source.topic, batchSize: 250, merge: true) { _, o in
+            for (i, m) in o.messages.enumerated() { out.append((o.topics[Int(m.topic)], o.valueString(i))) }
+        }
+        let dlq = out.filter { $0.0 == "events.dlq" }.map(\.1)
+        func count(_ reason: String) -> Int { dlq.filter { $0.contains("\"reason\":\"\(reason)\"") }.count }
+        XCTAssertEqual(count("bad_time"), 3)
+        XCTAssertEqual(count("duplicate_key"), 1)
+        XCTAssertEqual(count("bad_json"), 1)
+        let enriched = out.filter { $0.0 == "events.enriched" }.map(\.1)
+        XCTAssertEqual(enriched.count, 1)
+        XCTAssertFalse(enriched[0].contains("spoofed"))
+        XCTAssertTrue(enriched[0].contains("\"$project\":\"default\""), enriched[0])
+        XCTAssertTrue(enriched[0].contains("\"time\":1763700000000"), "no calibration from an out-of-range flush time")
     }
 }
