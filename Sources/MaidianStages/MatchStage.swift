@@ -795,11 +795,7 @@ extension MatchStage {
         let file = absolute(spec.file)
         let rules = config.rules.hasPrefix("/") ? config.rules : String(file[..<file.lastIndex(of: "/")!]) + "/" + config.rules
         let oldRules = absolute(oldRules)
-        func q(_ s: String) -> String {
-            var out: [UInt8] = []
-            JSONOut.appendString(s, to: &out)
-            return String(decoding: out, as: UTF8.self)
-        }
+        let q = MiniJSON.quoted
         let yaml = "kind: \(kind)\nrules: \(q(rules))\nreload: false\nrules_changed_since: \(q(oldRules))\n"
         var out = spec
         out.stages[m].node = try ConfigDocument.parse(yaml: yaml, file: spec.file, environment: [:])
