@@ -182,9 +182,9 @@ final class MatchStageTests: XCTestCase {
         XCTAssertEqual(record["matched"] as? Int, 0)
         XCTAssertEqual(record["previous_version"] as? String, "3.9")
         XCTAssertEqual(record["previous_matched"] as? Int, 30)
-        XCTAssertEqual(stage.healthAlerts.value, 1)
+        XCTAssertEqual(stage.healthAlerts?.value, 1)
         _ = try h.run([TestRecord(json: "[" + (60..<70).map { click($0, "4.0", "x") }.joined(separator: ",") + "]")])
-        XCTAssertEqual(stage.healthAlerts.value, 1, "once per rule and version")
+        XCTAssertEqual(stage.healthAlerts?.value, 1, "once per rule and version")
     }
 
     func testConfigFromYAML() throws {
