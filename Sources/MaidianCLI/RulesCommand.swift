@@ -1,12 +1,13 @@
 import ArgumentParser
 import MaidianPipeline
+import MaidianRules
 import MaidianRuntime
 import MaidianStages
 
 /// `maidian rules …`: tools for circle-select rules files (wire format §4).
 struct RulesCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "rules", abstract: "Tools for circle-select rules files.", subcommands: [RulesTestCommand.self, RulesDoctorCommand.self])
+        commandName: "rules", abstract: "Tools for circle-select rules files.", subcommands: [RulesTestCommand.self, RulesDoctorCommand.self, RulesCompareCommand.self])
 }
 
 /// `maidian rules test RULES --recording FILE [--pipeline P] [--rule ID] [--json]`.
@@ -107,5 +108,47 @@ struct RulesDoctorCommand: ParsableCommand {
             throw ExitCode(1)
         }
         print(json ? doctor.json : doctor.text, terminator: "")
+    }
+}
+
+/// `maidian rules compare LIVE CANDIDATE --recording FILE [--pipeline P] [--json]`.
+struct RulesCompareCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compare",
+        abstract: "Compare what two rules files match in a recording, rule by rule.",
+        discussion: """
+        Runs the pipeline's stages up to 'match' over the recording once with each file (as 'rules test') and \
+        prints per rule its matches with LIVE and with CANDIDATE and whether its definition is unchanged, \
+        changed, added or removed; rules that match differently are marked '*'.
+        """)
+
+    @Argument(help: "The live rules file.") var live: String
+    @Argument(help: "The candidate rules file.") var candidate: String
+    @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String
+    @Option(help: "The pipeline whose stages run up to 'match'.") var pipeline = "pipelines/app-analytics.yaml"
+    @Flag(help: "Print one JSON object.") var json = false
+    @Option(help: "Records per batch.") var batch = 1000
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let logger = global.makeLogger("maidian.rules")
+        let comparison: RulesComparison
+        do {
+            let spec = try PipelineSpec.load(path: pipeline)
+            let runs = try [live, candidate].map {
+                try RulesTestRun(spec: spec, registry: stageRegistry, rules: $0, options: .init(examples: 0), logger: logger)
+            }
+            try Bench.replay(path: recording, topic: spec.source.topic, partitions: Int32(spec.source.partitions), batchSize: max(batch, 1)) { b in
+                var copy = b
+                try runs[0].process(&b)
+                try runs[1].process(&copy)
+            }
+            comparison = RulesComparison(live: runs[0].result, candidate: runs[1].result,
+                                         diff: RulesDiff(from: runs[0].match.matcher.rules, to: runs[1].match.matcher.rules))
+        } catch {
+            reportPipelineError(error)
+            throw ExitCode(1)
+        }
+        print(json ? comparison.json : comparison.text, terminator: "")
     }
 }

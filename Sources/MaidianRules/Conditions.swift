@@ -300,6 +300,14 @@ struct ConditionIndex: Sendable {
 @inline(__always)
 func numberValue(_ t: RawText) -> Double? {
     guard let p = t.base, t.count > 0, t.count <= 40 else { return nil }
+    // Integers up to 15 digits (screen sizes, prices in cents, counts): exact as a Double, no parsing call.
+    if t.count <= 16 {
+        let first = p[0] == 0x2D ? 1 : 0
+        var i = first
+        var v: Int64 = 0
+        while i < t.count, p[i] >= 0x30 && p[i] <= 0x39 { v = v &* 10 &+ Int64(p[i] &- 0x30); i += 1 }
+        if i == t.count && i > first { return Double(first == 1 ? -v : v) }
+    }
     let c = p[0]
     guard (c >= 0x30 && c <= 0x39) || c == 0x2D || c == 0x2B || c == 0x2E else { return nil }
     guard let d = Double(String(decoding: UnsafeBufferPointer(start: p, count: t.count), as: UTF8.self)), d.isFinite else { return nil }
@@ -314,16 +322,15 @@ extension RuleMatcher {
     /// `properties` reads (`lib`: its `lib` object, for `$app_version`). Order is kept.
     public func applyConditions<P: EventProperties>(_ hits: inout [Int], from start: Int, properties: inout P, lib: RawText,
                                                     scratch: inout ConditionScratch) {
-        let c = index.conditions
-        guard !c.isEmpty, start < hits.count else { return }
+        guard !index.conditions.isEmpty, start < hits.count else { return }
         var any = false
-        for k in start..<hits.count where c.has(hits[k]) { any = true; break }
+        for k in start..<hits.count where index.conditions.has(hits[k]) { any = true; break }
         guard any else { return }
-        scratch.next(subjects: c.subjects.count, patterns: c.patternCount)
+        scratch.next(subjects: index.conditions.subjects.count, patterns: index.conditions.patternCount)
         var kept = start
         for k in start..<hits.count {
             let h = hits[k]
-            if !c.has(h) || conditionsHold(h, &properties, lib, &scratch) {
+            if !index.conditions.has(h) || conditionsHold(h, &properties, lib, &scratch) {
                 hits[kept] = h
                 kept += 1
             }
@@ -332,22 +339,20 @@ extension RuleMatcher {
     }
 
     private func conditionsHold<P: EventProperties>(_ h: Int, _ properties: inout P, _ lib: RawText, _ scratch: inout ConditionScratch) -> Bool {
-        let c = index.conditions
-        for n in Int(c.starts[h])..<Int(c.starts[h + 1]) {
-            let cond = c.conditions[n]
+        for n in Int(index.conditions.starts[h])..<Int(index.conditions.starts[h + 1]) {
+            let cond = index.conditions.conditions[n]
             guard let value = value(cond.subject, &properties, lib, &scratch) else { return false }
-            for t in cond.tests where !testHolds(c.tests[t], cond.subject, value, &scratch) { return false }
+            for t in cond.tests where !testHolds(index.conditions.tests[t], cond.subject, value, &scratch) { return false }
         }
         return true
     }
 
     /// Subject `s`'s value in the event (valid until the next look-up).
     private func value<P: EventProperties>(_ s: Int, _ properties: inout P, _ lib: RawText, _ scratch: inout ConditionScratch) -> PropertyValue? {
-        let c = index.conditions
-        switch c.subjects[s] {
+        switch index.conditions.subjects[s] {
         case .property:
-            let v = c.subjectBytes[s].withUnsafeBytes { properties.value(of: $0) }
-            if v == nil, c.subjectBytes[s] == RuleMatcher.appVersionName, let b = lib.base, lib.count > 2 {
+            let v = index.conditions.subjectBytes[s].withUnsafeBytes { properties.value(of: $0) }
+            if v == nil, index.conditions.subjectBytes[s] == RuleMatcher.appVersionName, let b = lib.base, lib.count > 2 {
                 let raw = UnsafeRawBufferPointer(start: b, count: lib.count)
                 let member = RuleMatcher.appVersionName.withUnsafeBytes { MiniJSON.member($0, in: raw) }
                 if let r = member, raw[r.lowerBound] == 0x22 { return stringValue(b + r.lowerBound + 1, r.count - 2, &scratch) }
@@ -357,7 +362,7 @@ extension RuleMatcher {
             let content = RuleMatcher.contentName.withUnsafeBytes { properties.value(of: $0) }
             guard let obj = content, obj.kind == .object, let b = obj.text.base else { return nil }
             let raw = UnsafeRawBufferPointer(start: b, count: obj.text.count)
-            let member = c.subjectBytes[s].withUnsafeBytes { MiniJSON.member($0, in: raw) }
+            let member = index.conditions.subjectBytes[s].withUnsafeBytes { MiniJSON.member($0, in: raw) }
             guard let r = member, raw[r.lowerBound] == 0x22 else { return nil }
             return stringValue(b + r.lowerBound + 1, r.count - 2, &scratch)
         }
@@ -384,11 +389,10 @@ extension RuleMatcher {
             return op.holds(x, bound)
         case .regex(let pattern):
             guard v.kind != .object && v.kind != .other, let p = v.text.base else { return false }
-            let c = index.conditions
-            if scratch.scanned[subject] != scratch.stamp {
+                if scratch.scanned[subject] != scratch.stamp {
                 scratch.scanned[subject] = scratch.stamp
-                let base = c.regexBase[subject], stamp = scratch.stamp
-                c.regexes[subject].forEachMatch(UnsafeRawBufferPointer(start: p, count: v.text.count)) { scratch.matched[base + $0] = stamp }
+                let base = index.conditions.regexBase[subject], stamp = scratch.stamp
+                index.conditions.regexes[subject].forEachMatch(UnsafeRawBufferPointer(start: p, count: v.text.count)) { scratch.matched[base + $0] = stamp }
             }
             return scratch.matched[pattern] == scratch.stamp
         }

@@ -8,6 +8,13 @@ import MaidianEvents
 /// A small reader for the members of one JSON object (already validated JSON): enough for
 /// `$element_content` items and `pagePara` look-ups.
 public enum MiniJSON {
+    /// `s` as a JSON string literal, quotes included (also a YAML double-quoted scalar).
+    public static func quoted(_ s: String) -> String {
+        var out: [UInt8] = []
+        JSONOut.appendString(s, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// One member: key (decoded) and the value's byte range in the buffer (quotes included).
     public struct Member: Sendable {
         /// The decoded key.

@@ -353,11 +353,7 @@ extension RuleCatalog.Page {
 }
 
 /// A YAML double-quoted scalar (JSON string syntax, which YAML accepts).
-private func q(_ s: String) -> String {
-    var out: [UInt8] = []
-    JSONOut.appendString(s, to: &out)
-    return String(decoding: out, as: UTF8.self)
-}
+private func q(_ s: String) -> String { MiniJSON.quoted(s) }
 
 /// `s` as a regex matching it literally.
 func escapeRegex(_ s: String) -> String {

@@ -71,11 +71,7 @@ public struct RulesDoctor {
 
     /// The rule with the new drawing, as YAML.
     static func fragment(_ rule: ElementRule, _ alert: RulesWatchdog.Alert, newPath: String, matched: Int, of total: Int) -> String {
-        func q(_ s: String) -> String {
-            var out: [UInt8] = []
-            JSONOut.appendString(s, to: &out)
-            return String(decoding: out, as: UTF8.self)
-        }
+        let q = MiniJSON.quoted
         func versions(_ v: [VersionCondition]) -> String {
             "[" + v.map { q($0.op.rawValue + $0.parts.map(String.init).joined(separator: ".")) }.joined(separator: ", ") + "]"
         }

@@ -104,7 +104,8 @@ public final class MatchStage: Stage {
     private let health: (topic: String, options: RulesWatchdog.Options, every: Duration)?
     private var healthTopicIndex: Int32 = -1
     private var nextHealthCheck: ContinuousClock.Instant
-    let healthAlerts: StageCounter
+    /// Records written (registered only with a watchdog: the counters of pipelines without one do not change).
+    let healthAlerts: StageCounter?
 
     /// Loads and compiles the rules file.
     public init(config: Config, context: StageContext) throws {
@@ -129,7 +130,7 @@ public final class MatchStage: Stage {
         let loaded = matcher
         watchdog = health.map { RulesWatchdog(matcher: loaded, options: $0.options) }
         nextHealthCheck = ContinuousClock.now.advanced(by: health?.every ?? .zero)
-        healthAlerts = context.counter("rules_health_alerts")
+        healthAlerts = health.map { _ in context.counter("rules_health_alerts") }
     }
 
     /// Builds the stage from already loaded rules (tests); no reloading. `health`: the watchdog's topic, options
@@ -138,7 +139,7 @@ public final class MatchStage: Stage {
         self.health = health
         watchdog = health.map { RulesWatchdog(matcher: matcher, options: $0.options) }
         nextHealthCheck = ContinuousClock.now.advanced(by: health?.every ?? .zero)
-        healthAlerts = context.counter("rules_health_alerts")
+        healthAlerts = health.map { _ in context.counter("rules_health_alerts") }
         self.matcher = matcher
         rulesPath = nil
         changedSince = nil
@@ -252,7 +253,7 @@ public final class MatchStage: Stage {
                 "previous_version": "\(a.previousVersion)",
             ])
         }
-        healthAlerts.add(alerts.count)
+        healthAlerts?.add(alerts.count)
     }
 
     /// The fields of an event the stage reads. An `Event` is over 200 bytes: copying one out of the batch per
@@ -795,11 +796,7 @@ extension MatchStage {
         let file = absolute(spec.file)
         let rules = config.rules.hasPrefix("/") ? config.rules : String(file[..<file.lastIndex(of: "/")!]) + "/" + config.rules
         let oldRules = absolute(oldRules)
-        func q(_ s: String) -> String {
-            var out: [UInt8] = []
-            JSONOut.appendString(s, to: &out)
-            return String(decoding: out, as: UTF8.self)
-        }
+        let q = MiniJSON.quoted
         let yaml = "kind: \(kind)\nrules: \(q(rules))\nreload: false\nrules_changed_since: \(q(oldRules))\n"
         var out = spec
         out.stages[m].node = try ConfigDocument.parse(yaml: yaml, file: spec.file, environment: [:])

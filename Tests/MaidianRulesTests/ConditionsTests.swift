@@ -101,6 +101,15 @@ final class ConditionsTests: XCTestCase {
         XCTAssertEqual(ids(m, .click, button([("price", "-1")])), [], "one bound fails")
         XCTAssertEqual(ids(m, .click, button([("price", #""cheap""#)])), [], "not a number")
         XCTAssertEqual(ids(m, .click, button([("price", "true")])), [])
+        XCTAssertEqual(ids(m, .click, button([("price", #""-""#)])), [], "a sign alone is no number")
+        XCTAssertEqual(ids(m, .click, button([("price", "-5")])), [], "negative")
+        XCTAssertEqual(ids(m, .click, button([("price", "0")])), ["buy_cheap_or_free"])
+        XCTAssertEqual(numberValue(RawText(nil, 0)), nil)
+        for text in ["12", "-12", "007", "1e2", "12.50", "-0.5", "9007199254740993"] {
+            let bytes = Array(text.utf8)
+            let got = bytes.withUnsafeBufferPointer { numberValue(RawText($0.baseAddress, $0.count)) }
+            XCTAssertEqual(got, Double(text), text)
+        }
     }
 
     func testTypedEquality() throws {

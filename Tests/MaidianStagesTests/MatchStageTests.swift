@@ -182,9 +182,9 @@ final class MatchStageTests: XCTestCase {
         XCTAssertEqual(record["matched"] as? Int, 0)
         XCTAssertEqual(record["previous_version"] as? String, "3.9")
         XCTAssertEqual(record["previous_matched"] as? Int, 30)
-        XCTAssertEqual(stage.healthAlerts.value, 1)
+        XCTAssertEqual(stage.healthAlerts?.value, 1)
         _ = try h.run([TestRecord(json: "[" + (60..<70).map { click($0, "4.0", "x") }.joined(separator: ",") + "]")])
-        XCTAssertEqual(stage.healthAlerts.value, 1, "once per rule and version")
+        XCTAssertEqual(stage.healthAlerts?.value, 1, "once per rule and version")
     }
 
     func testConfigFromYAML() throws {
@@ -203,6 +203,18 @@ final class MatchStageTests: XCTestCase {
         XCTAssertThrowsError(try engine("    rules: rules.yaml\n    reload_check: soon")) { error in
             XCTAssertEqual((error as? PipelineError)?.code, .badValue, "\(error)")
         }
+        XCTAssertNoThrow(try engine("    rules: rules.yaml\n    health_topic: rules.health\n    health_min_events: 50\n    health_drop_ratio: 0.2\n    health_check: 10s"))
+        XCTAssertThrowsError(try engine("    rules: rules.yaml\n    health_topic: rules.health\n    health_drop_ratio: 2")) { error in
+            XCTAssertEqual((error as? PipelineError)?.code, .badValue, "\(error)")
+            XCTAssertEqual((error as? PipelineError)?.location?.line, 5, "\(error)")
+        }
+        // A backfill's match stage: only the rules added or changed since the older file.
+        let older = Self.rulesText.replacingOccurrences(of: "  - id: home\n    screen: HomeViewController\n", with: "")
+        try older.write(to: dir.appendingPathComponent("older.yaml"), atomically: true, encoding: .utf8)
+        let backfill = try engine("    rules: rules.yaml\n    rules_changed_since: older.yaml")
+        let stage = try XCTUnwrap(backfill.stages.compactMap { $0 as? MatchStage }.first)
+        XCTAssertEqual(stage.matcher.rules.pages.map(\.id), ["home"])
+        XCTAssertTrue(stage.matcher.rules.elements.isEmpty && stage.matcher.rules.actions.isEmpty)
     }
 
     // MARK: - reloading
