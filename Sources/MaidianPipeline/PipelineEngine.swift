@@ -94,7 +94,15 @@ public final class PipelineEngine {
             stageLogger[metadataKey: "stage"] = "\(s.kind)"
             let context = StageContext(logger: stageLogger, baseDirectory: spec.baseDirectory, position: "\(i)")
             do {
-                stages.append(try factory.build(s.node, context: context))
+                let stage = try factory.build(s.node, context: context)
+                // One internal topic and one merger per pipeline: a second repartitioning stage would run but
+                // its partials would never be merged (issue 15).
+                if stage is any Repartitioning, let first = stages.firstIndex(where: { $0 is any Repartitioning }) {
+                    errors.append(PipelineError(
+                        code: .invalid, message: "a second '\(s.kind)' stage: only one stage merges across workers (the first is '\(names[first])')",
+                        location: s.kindLocation, hint: "use one stage; for several window sizes, run one pipeline (group) per size"))
+                }
+                stages.append(stage)
                 names.append(s.kind)
                 for c in context.counters { counters.append((s.kind, c)) }
             } catch let e as PipelineError {

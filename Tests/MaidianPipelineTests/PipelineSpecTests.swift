@@ -209,6 +209,19 @@ final class PipelineSpecTests: XCTestCase {
             ["t.yaml:2:11: unknown stage kind 'kafka_sink' (expected one of: validate, calibrate_time, dedup, record_presets, location, device, noise_filter, match, windows, enriched, dead_letter)"])
     }
 
+    func testASecondWindowsStageIsRejected() {
+        let yaml = """
+            stages:
+              - kind: windows
+              - kind: windows
+                window: 1h
+            """
+        XCTAssertEqual(errors(yaml), [
+            "t.yaml:3:11: a second 'windows' stage: only one stage merges across workers (the first is 'windows') (use one stage; for several window sizes, run one pipeline (group) per size)",
+        ])
+        XCTAssertEqual(errors("stages:\n  - kind: windows\n"), [])
+    }
+
     func testUnknownKeyInsideStageConfig() {
         let yaml = """
             stages:

@@ -169,6 +169,28 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertEqual(int(h.counts[key("dwell", "home", 0)]?["users"]), 1)
     }
 
+    /// The id arena is compacted while a visit still refers to the install's id from before its login.
+    func testCompactionKeepsTheIDsOfOpenVisitsAfterALogin() throws {
+        let h = try H(config: config {
+            $0.visitTimeout = .init(milliseconds: 3_600_000)
+            $0.trailMaxAge = .init(milliseconds: 60_000)
+        })
+        let gone = (0..<50).map { "gone-user-\($0)-with-a-long-distinct-id" }
+        try h.run([gone.map { Ev.click($0, home, 1_000) } + [Ev.install("a1", Ev.enter("a1", home, 2_000)),
+                                                              Ev.install("a1", Ev.click("login-7", home, 3_000))]])
+        // a1 keeps uploading (records keyed by its anonymous id), so its visit does not time out by the watermark.
+        for t: Int64 in [3_700_000, 3_800_000] {
+            try h.run([TestRecord(json: "[\(Ev.install("a1", Ev.other("login-7", 3_000)))]", key: "a1", receivedAt: H.t0 + t),
+                       TestRecord(json: "[\(Ev.other("x", t))]", receivedAt: H.t0 + t)])
+        }
+        let st = h.stage.state(0)
+        XCTAssertTrue(h.dwell.isEmpty)
+        XCTAssertEqual(st.idGarbage, 0, "compacted")
+        XCTAssertEqual(h.stage.stateSize.users, 1)
+        try h.finish()
+        XCTAssertEqual(h.dwell(closedBy: "end_of_input").map { $0["distinct_id"] as? String }, ["a1"])
+    }
+
     func testTimeoutOrEndOfInputCarriesThePageEntersDistinctID() throws {
         let h = try H()
         try h.run([[Ev.install("a1", Ev.enter("a1", home, 10_000)), Ev.install("a1", Ev.enter("login-7", product, 20_000))]])
@@ -376,7 +398,7 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertEqual(h.stage.stateSize.users, 2, "keep and late")
         let st = h.stage.state(0)
         XCTAssertEqual(st.idGarbage, 0, "the forgotten ids were compacted away")
-        XCTAssertEqual(st.idBytes.count, "keep".utf8.count + "late".utf8.count)
+        XCTAssertEqual(st.idBytes.count, 2 + "keep".utf8.count + 2 + "late".utf8.count, "each after its 2-byte length")
         try h.run([[Ev.crash("keep", 3_900_000), Ev.enter("new", home, 3_900_001), Ev.leave("new", home, 3_910_000)]])
         try h.finish()
         XCTAssertEqual(h.trails.map { $0["distinct_id"] as? String }, ["keep"])
@@ -628,7 +650,9 @@ final class WindowsStageTests: XCTestCase {
                 default: events.append(Ev.other(user, t))
                 }
             }
-            records.append(TestRecord(json: "[" + events.joined(separator: ",") + "]", partition: p))
+            // Received at the clock (the uploads' events are up to 80 s old): installs fall silent and visits
+            // time out by the watermark too.
+            records.append(TestRecord(json: "[" + events.joined(separator: ",") + "]", receivedAt: WindowsHarness.t0 + clock, partition: p))
         }
         return records
     }

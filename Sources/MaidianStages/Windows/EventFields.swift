@@ -177,7 +177,7 @@ extension BatchView {
         while from + nameCount <= end, let hit = memchr(j + from, 0x22, end - nameCount + 1 - from) {
             let at = hit.assumingMemoryBound(to: UInt8.self) - UnsafeMutablePointer(mutating: j)
             from = at + 1
-            guard bytesEqual(j + at, name.utf8Start, nameCount) else { continue }
+            // The nested objects are skipped whole (most of an event's quotes are in its properties).
             if ev.properties.isPresent && at >= Int(ev.properties.start) && at < Int(ev.properties.end) {
                 from = Int(ev.properties.end)
                 continue
@@ -186,6 +186,7 @@ extension BatchView {
                 from = Int(ev.lib.end)
                 continue
             }
+            guard bytesEqual(j + at, name.utf8Start, nameCount) else { continue }
             var b = at - 1
             while b > Int(ev.bytes.start) && (j[b] == 0x20 || j[b] == 0x0A || j[b] == 0x09 || j[b] == 0x0D) { b -= 1 }
             guard j[b] == 0x7B || j[b] == 0x2C else { continue }

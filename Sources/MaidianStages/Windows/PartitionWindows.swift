@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import MaidianEvents
 
 /// The aggregates of one window: text key hash → aggregate, the list in creation order, and the text keys.
@@ -69,7 +74,7 @@ struct AggregateUsers {
     }
 }
 
-/// An open page visit. 32 bytes; with its share of the install's array, well under the 300-byte budget.
+/// An open page visit. 24 bytes; with its share of the install's array, well under the 300-byte budget.
 struct Visit {
     var page: Int32
     var rules: Int32
@@ -77,7 +82,6 @@ struct Visit {
     /// The `distinct_id` of the page-enter (in the partition's `idBytes`): a visit closed by `timeout` or
     /// `end_of_input` carries it, though the install may have logged in since.
     var idStart: UInt32
-    var idCount: Int32
     var enter: Int64
 }
 
@@ -94,14 +98,11 @@ struct TrailEntry {
 struct UserState {
     /// Hash64 of the install id.
     var hash: UInt64
+    /// The latest `distinct_id` in `idBytes`; `UInt32.max`: a free slot.
     var idStart: UInt32
-    /// -1: a free slot.
-    var idCount: Int32
-    /// Hash64 of the latest `distinct_id` (the bytes at `idStart`).
-    var idHash: UInt64 = 0
-    /// Newest collector time (`received_at`, else the record timestamp) of the install's uploads: a visit
-    /// times out by the watermark only once the install has been silent for the timeout.
-    var lastReceived: Int64 = .min
+    /// Newest collector time (`received_at`, else the record timestamp) of the install's uploads in seconds,
+    /// rounded up: a visit times out by the watermark only once the install has been silent for the timeout.
+    var lastReceived: UInt32 = 0
     var visits: [Visit] = []
     /// A ring once full: the oldest entry at `trailStart`.
     var trail: [TrailEntry] = []
@@ -121,7 +122,6 @@ struct PendingEvent {
     var user: Int32
     /// The event's `distinct_id` in the partition's `idBytes`.
     var idStart: UInt32
-    var idCount: Int32
     var role: Role
     var page: Int32
     var element: Int32
@@ -277,8 +277,9 @@ final class PartitionWindows {
     /// distinct_id hash → index in `users`.
     @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
     @exclusivity(unchecked) var users: [UserState] = []
-    /// The users' `distinct_id`s back to back (`UserState.idStart`), and how many of its bytes belong to
-    /// users no longer kept (compacted when they are the larger part).
+    /// The users' `distinct_id`s back to back, each after its length (2 bytes, little-endian; `idStart`s point
+    /// at it), and how many of its bytes belong to ids no longer referred to (compacted when they are the
+    /// larger part).
     @exclusivity(unchecked) var idBytes: [UInt8] = []
     var idGarbage = 0
     /// Per user: the newest event time taken (a user with events still pending is not forgotten). Beside
@@ -346,39 +347,66 @@ final class PartitionWindows {
         for (k, t) in oldTuples.enumerated() where windows[t.windowStart + window] != nil { addTuple(t, oldAggregates[k]) }
     }
 
-    /// The install of `hash` whose event has `distinct_id` hash `idHash` (`appendID` writes that
-    /// `distinct_id` when it is new to the install: the install's first event, or a login).
+    /// The install of `hash` whose event's `distinct_id` is `id` (raw JSON string bytes; `escaped`: to be
+    /// decoded by `appendID`, which writes the decoded id when it is new to the install: the install's first
+    /// event, or a login).
     @inline(__always)
-    func user(hash: UInt64, idHash: UInt64, appendID: (inout [UInt8]) -> Void, time: Int64) -> Int32 {
+    func user(hash: UInt64, id: UnsafeRawBufferPointer, escaped: Bool, appendID: (inout [UInt8]) -> Void, time: Int64) -> Int32 {
         if let u = userByHash.get(hash) {
-            if users[Int(u)].idHash != idHash { changeID(Int32(u), idHash: idHash, appendID: appendID) }
+            let same = !escaped && withID(start: users[Int(u)].idStart) { have in
+                have.count == id.count && (id.count == 0 || memcmp(have.baseAddress!, id.baseAddress!, id.count) == 0)
+            }
+            if !same { changeID(Int32(u), appendID: appendID) }
             return Int32(u)
         }
-        let start = idBytes.count
-        appendID(&idBytes)
-        return newUser(hash: hash, idHash: idHash, idStart: start, time: time)
+        return newUser(hash: hash, idStart: appendEntry(appendID), time: time)
     }
 
-    /// The install's `distinct_id` changed (a login): the new one is appended; the old bytes stay for the
-    /// visits and pending events that refer to them until the arena is compacted.
-    @inline(never)
-    private func changeID(_ u: Int32, idHash: UInt64, appendID: (inout [UInt8]) -> Void) {
-        idGarbage += Int(users[Int(u)].idCount)
+    /// Appends an id (its length, then the bytes `appendID` writes) and returns where it starts.
+    private func appendEntry(_ appendID: (inout [UInt8]) -> Void) -> UInt32 {
         let start = idBytes.count
+        idBytes.append(0)
+        idBytes.append(0)
         appendID(&idBytes)
-        users[Int(u)].idStart = UInt32(start)
-        users[Int(u)].idCount = Int32(idBytes.count - start)
-        users[Int(u)].idHash = idHash
+        let n = min(idBytes.count - start - 2, Int(UInt16.max))
+        idBytes[start] = UInt8(truncatingIfNeeded: n)
+        idBytes[start + 1] = UInt8(truncatingIfNeeded: n >> 8)
+        idBytes.removeLast(idBytes.count - start - 2 - n)
+        return UInt32(start)
     }
 
-    /// Calls `body` with the bytes of an id in `idBytes`.
+    /// The bytes an id takes in `idBytes`.
     @inline(__always)
-    func withID<R>(start: UInt32, count: Int32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        idBytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[Int(start)..<(Int(start) + Int(count))])) }
+    func idSize(_ start: UInt32) -> Int { 2 + Int(idBytes[Int(start)]) | Int(idBytes[Int(start) + 1]) << 8 }
+
+    /// The install's `distinct_id` changed (a login; or an escaped id, compared decoded): appended unless it is
+    /// the same; the old bytes stay for the visits and pending events that refer to them until compaction.
+    @inline(never)
+    private func changeID(_ u: Int32, appendID: (inout [UInt8]) -> Void) {
+        let old = users[Int(u)].idStart
+        let start = appendEntry(appendID)
+        let size = idSize(start)
+        let same = size == idSize(old) && idBytes.withUnsafeBufferPointer { memcmp($0.baseAddress! + Int(old), $0.baseAddress! + Int(start), size) == 0 }
+        if same {
+            idBytes.removeLast(size)
+            return
+        }
+        idGarbage += idSize(old)
+        users[Int(u)].idStart = start
     }
 
-    private func newUser(hash: UInt64, idHash: UInt64, idStart: Int, time: Int64) -> Int32 {
-        let state = UserState(hash: hash, idStart: UInt32(idStart), idCount: Int32(idBytes.count - idStart), idHash: idHash)
+    /// Calls `body` with the bytes of the id at `start` in `idBytes`.
+    @inline(__always)
+    func withID<R>(start: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        idBytes.withUnsafeBytes { b in
+            let s = Int(start)
+            let n = Int(b[s]) | Int(b[s + 1]) << 8
+            return body(UnsafeRawBufferPointer(rebasing: b[(s + 2)..<(s + 2 + n)]))
+        }
+    }
+
+    private func newUser(hash: UInt64, idStart: UInt32, time: Int64) -> Int32 {
+        let state = UserState(hash: hash, idStart: idStart)
         let u: Int32
         if let free = freeUsers.popLast() {
             u = free
@@ -396,7 +424,7 @@ final class PartitionWindows {
     /// Indexes of the users in use, in index order.
     var liveUsers: [Int32] {
         var out: [Int32] = []
-        for (i, s) in users.enumerated() where s.idCount >= 0 { out.append(Int32(i)) }
+        for (i, s) in users.enumerated() where s.idStart != .max { out.append(Int32(i)) }
         return out
     }
 
@@ -406,8 +434,8 @@ final class PartitionWindows {
         for u in liveUsers {
             let s = users[Int(u)]
             if s.visits.isEmpty && lastTimes[Int(u)] < before {
-                idGarbage += Int(s.idCount)
-                users[Int(u)] = UserState(hash: 0, idStart: 0, idCount: -1)
+                idGarbage += idSize(s.idStart)
+                users[Int(u)] = UserState(hash: 0, idStart: .max)
                 lastTimes[Int(u)] = .min
                 freeUsers.append(u)
                 removed = true
@@ -428,19 +456,20 @@ final class PartitionWindows {
         compact.reserveCapacity(idBytes.count - idGarbage)
         var moved: [UInt32: UInt32] = [:]  // old start -> new start (equal bytes at one start are one copy)
         idBytes.withUnsafeBufferPointer { old in
-            func move(_ start: UInt32, _ count: Int32) -> UInt32 {
+            func move(_ start: UInt32) -> UInt32 {
                 if let m = moved[start] { return m }
                 let m = UInt32(compact.count)
-                compact.append(contentsOf: UnsafeBufferPointer(rebasing: old[Int(start)..<(Int(start) + Int(count))]))
+                let s = Int(start), size = 2 + (Int(old[s]) | Int(old[s + 1]) << 8)
+                compact.append(contentsOf: UnsafeBufferPointer(rebasing: old[s..<(s + size)]))
                 moved[start] = m
                 return m
             }
             for u in liveUsers {
                 let s = users[Int(u)]
-                users[Int(u)].idStart = move(s.idStart, s.idCount)
-                for k in s.visits.indices { users[Int(u)].visits[k].idStart = move(s.visits[k].idStart, s.visits[k].idCount) }
+                users[Int(u)].idStart = move(s.idStart)
+                for k in s.visits.indices { users[Int(u)].visits[k].idStart = move(s.visits[k].idStart) }
             }
-            pending.update { $0.idStart = move($0.idStart, $0.idCount) }
+            pending.update { $0.idStart = move($0.idStart) }
         }
         idBytes = compact
         idGarbage = 0

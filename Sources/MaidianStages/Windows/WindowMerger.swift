@@ -210,7 +210,7 @@ final class WindowMerger: PartialMerger {
             write(key: key.bytes, pending, record: record, output: &output)
             // Kept for late partials while the window is within the allowed lateness.
             if allowedLateness > 0 && wm != .max {
-                st.written[key] = pending
+                st.written[key] = retained(pending)
                 st.writtenByEnd[pending.windowEnd, default: []].append(key)
             }
         }
@@ -229,12 +229,76 @@ final class WindowMerger: PartialMerger {
     /// Writes a key's record: the counts of its partials added up, their users and durations merged (the same
     /// answer as merging `UserSet`s and `DurationDigest`s, without building them per partial).
     private func write(key: [UInt8], _ pending: Pending, record: Int32, output: inout OutputBuffer) {
+        let m = merge(pending.parts)
+        let (count, sum, durations, dwell, users) = (m.count, m.sum, m.durations, m.dwell, m.users)
+        let keyStart = output.begin()
+        output.bytes.append(contentsOf: key)
+        let valueStart = output.bytes.count
+        output.bytes.append(contentsOf: pending.headMessage[pending.head])
+        JSONOut.appendRaw(",\"count\":", to: &output.bytes)
+        JSONOut.appendInt(count, to: &output.bytes)
+        JSONOut.appendRaw(",\"users\":", to: &output.bytes)
+        JSONOut.appendInt(Int64(users), to: &output.bytes)
+        if dwell {
+            JSONOut.appendRaw(",\"sum_ms\":", to: &output.bytes)
+            JSONOut.appendInt(sum, to: &output.bytes)
+            JSONOut.appendRaw(",\"avg_ms\":", to: &output.bytes)
+            JSONOut.appendInt(count > 0 ? (sum + count / 2) / count : 0, to: &output.bytes)
+            JSONOut.appendRaw(",\"p50_ms\":", to: &output.bytes)
+            JSONOut.appendInt(durations.percentile(0.5), to: &output.bytes)
+            JSONOut.appendRaw(",\"p90_ms\":", to: &output.bytes)
+            JSONOut.appendInt(durations.percentile(0.9), to: &output.bytes)
+        }
+        output.bytes.append(0x7D)
+        output.finish(topic: topicIndex, record: record, keyStart: keyStart, valueStart: valueStart)
+        windowsWritten.add()
+    }
+
+    /// What a written key keeps for late partials: its whole-window partials merged into one (a message as a
+    /// source would send it, from no source), its late partials as they came (a late partial sent again must
+    /// still replace its earlier copy). A written window then costs one partial per key, not one per source.
+    private func retained(_ pending: Pending) -> Pending {
+        let base = pending.parts.filter { $0.lateOffset < 0 }
+        guard base.count > 1 else { return pending }
+        let m = merge(base)
+        var message: [UInt8] = []
+        pending.headMessage[pending.head].withUnsafeBytes { head in
+            InternalMessage.encodePartial(sourcePartition: -1, windowEnd: pending.windowEnd, head: head, count: m.count, isDwell: m.dwell,
+                                          sumMs: m.sum, durations: m.durations, into: &message) { out in
+                if m.sketch {
+                    out.append(1)
+                    out.append(contentsOf: registers)
+                } else {
+                    // `merge` left the hashes sorted.
+                    out.append(0)
+                    out.appendLE(Int32(m.users))
+                    for k in hashes.indices where k == 0 || hashes[k] != hashes[k - 1] { out.appendLE(hashes[k]) }
+                }
+            }
+        }
+        guard case .partial(let layout)? = try? InternalMessage.layout(message) else { return pending }
+        let merged = Part(source: -1, lateOffset: -1, message: message, layout: layout)
+        return Pending(windowEnd: pending.windowEnd, headMessage: message, head: layout.head,
+                       parts: [merged] + pending.parts.filter { $0.lateOffset >= 0 }, firstOffset: pending.firstOffset)
+    }
+
+    struct Merged {
+        var count: Int64 = 0, sum: Int64 = 0
+        var durations = DurationDigest()
+        var dwell = false
+        var sketch = false
+        var users = 0
+    }
+
+    /// The parts added up: their counts, users (in `hashes`, sorted, while exact; else in `registers`) and
+    /// durations, as merging their `UserSet`s and `DurationDigest`s would, without building them per part.
+    private func merge(_ parts: [Part]) -> Merged {
         var count: Int64 = 0, sum: Int64 = 0
         var durations = DurationDigest()
         var dwell = false
         var sketch = false
         hashes.removeAll(keepingCapacity: true)
-        for part in pending.parts.sorted(by: { ($0.source, $0.lateOffset) < ($1.source, $1.lateOffset) }) {
+        for part in parts.sorted(by: { ($0.source, $0.lateOffset) < ($1.source, $1.lateOffset) }) {
             count += part.layout.count
             // The layout was checked when the message arrived: these reads do not fail.
             try? part.layout.readUsers(part.message, sketch: { other in
@@ -266,27 +330,7 @@ final class WindowMerger: PartialMerger {
             for h in hashes { UserSet.add(h, to: &registers) }
             users = UserSet.estimate(registers)
         }
-        let keyStart = output.begin()
-        output.bytes.append(contentsOf: key)
-        let valueStart = output.bytes.count
-        output.bytes.append(contentsOf: pending.headMessage[pending.head])
-        JSONOut.appendRaw(",\"count\":", to: &output.bytes)
-        JSONOut.appendInt(count, to: &output.bytes)
-        JSONOut.appendRaw(",\"users\":", to: &output.bytes)
-        JSONOut.appendInt(Int64(users), to: &output.bytes)
-        if dwell {
-            JSONOut.appendRaw(",\"sum_ms\":", to: &output.bytes)
-            JSONOut.appendInt(sum, to: &output.bytes)
-            JSONOut.appendRaw(",\"avg_ms\":", to: &output.bytes)
-            JSONOut.appendInt(count > 0 ? (sum + count / 2) / count : 0, to: &output.bytes)
-            JSONOut.appendRaw(",\"p50_ms\":", to: &output.bytes)
-            JSONOut.appendInt(durations.percentile(0.5), to: &output.bytes)
-            JSONOut.appendRaw(",\"p90_ms\":", to: &output.bytes)
-            JSONOut.appendInt(durations.percentile(0.9), to: &output.bytes)
-        }
-        output.bytes.append(0x7D)
-        output.finish(topic: topicIndex, record: record, keyStart: keyStart, valueStart: valueStart)
-        windowsWritten.add()
+        return Merged(count: count, sum: sum, durations: durations, dwell: dwell, sketch: sketch, users: users)
     }
 
     func replayFrom(partition: Int32) -> Int64? {

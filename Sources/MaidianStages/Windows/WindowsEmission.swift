@@ -48,7 +48,7 @@ extension WindowsStage {
     /// and forgets installs with nothing left to need.
     private func sweep(_ st: PartitionWindows, watermark: Int64, record: Int32, output: inout OutputBuffer) {
         let silentBefore = saturatingSub(st.collectorNow, visitTimeout)
-        for u in st.liveUsers where st.users[Int(u)].lastReceived <= silentBefore {
+        for u in st.liveUsers where Int64(st.users[Int(u)].lastReceived) * 1000 <= silentBefore {
             timeOut(st, u, now: watermark, record: record, output: &output)
         }
         st.expireUsers(before: saturatingSub(watermark, max(trailMaxAge, visitTimeout)))
@@ -77,7 +77,7 @@ extension WindowsStage {
                 let old = st.users[Int(u)].visits.remove(at: k)
                 close(st, u, old, by: "reenter", at: nil, closer: e, record: record, output: &output)
             }
-            st.users[Int(u)].visits.append(Visit(page: e.page, rules: e.rules, dims: e.dims, idStart: e.idStart, idCount: e.idCount, enter: e.time))
+            st.users[Int(u)].visits.append(Visit(page: e.page, rules: e.rules, dims: e.dims, idStart: e.idStart, enter: e.time))
             addToTrail(st, u, e)
         case .pageLeave:
             if let k = st.users[Int(u)].visits.firstIndex(where: { $0.page == e.page }) {
@@ -155,8 +155,8 @@ extension WindowsStage {
     private func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, closer: PendingEvent?,
                        record: Int32, output: inout OutputBuffer) {
         visitsCounter.add()
-        let idStart = closer?.idStart ?? v.idStart, idCount = closer?.idCount ?? v.idCount
-        let (keyStart, valueStart) = beginUserRecord(st, idStart: idStart, idCount: idCount, &output)
+        let idStart = closer?.idStart ?? v.idStart
+        let (keyStart, valueStart) = beginUserRecord(st, idStart: idStart, &output)
         let head = visitHead(page: v.page, rules: v.rules)
         visitHeadBytes.withUnsafeBufferPointer { output.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[head])) }
         JSONOut.appendInt(v.enter, to: &output.bytes)
@@ -176,7 +176,7 @@ extension WindowsStage {
         let duration = time &- v.enter
         let windowStart = windowStart(of: time)
         // Users are counted by the closing event's distinct_id (as pv and click count theirs).
-        let userHash = st.withID(start: idStart, count: idCount) { id in
+        let userHash = st.withID(start: idStart) { id in
             var h = Hash64()
             if let b = id.baseAddress { h.add(b.assumingMemoryBound(to: UInt8.self), id.count) }
             return h.value
@@ -200,7 +200,7 @@ extension WindowsStage {
     private func writeTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent, record: Int32, output: inout OutputBuffer) {
         trailsCounter.add()
         let user = st.users[Int(u)]
-        let (keyStart, valueStart) = beginUserRecord(st, idStart: e.idStart, idCount: e.idCount, &output)
+        let (keyStart, valueStart) = beginUserRecord(st, idStart: e.idStart, &output)
         JSONOut.appendRaw(",\"crash_time\":", to: &output.bytes)
         JSONOut.appendInt(e.time, to: &output.bytes)
         JSONOut.appendRaw(",\"app_version\":", to: &output.bytes)
@@ -230,9 +230,9 @@ extension WindowsStage {
     }
 
     /// Starts a record keyed by a `distinct_id` whose value opens with `{"distinct_id":...`.
-    private func beginUserRecord(_ st: PartitionWindows, idStart: UInt32, idCount: Int32, _ output: inout OutputBuffer) -> (Int, Int) {
+    private func beginUserRecord(_ st: PartitionWindows, idStart: UInt32, _ output: inout OutputBuffer) -> (Int, Int) {
         let keyStart = output.begin()
-        let valueStart = st.withID(start: idStart, count: idCount) { id in
+        let valueStart = st.withID(start: idStart) { id in
             output.bytes.append(contentsOf: id)
             let valueStart = output.bytes.count
             JSONOut.appendRaw("{\"distinct_id\":\"", to: &output.bytes)

@@ -60,13 +60,15 @@ extension WindowsStage {
                 guard rec.eventCount > 0 else { continue }
                 let received = rec.hasReceivedAt ? rec.receivedAt : rec.timestamp
                 if received > st.collectorNow { st.collectorNow = received }
+                // Rounded up: an install counts as silent only once it surely is.
+                let receivedSeconds = UInt32(clamping: received / 1000 + (received % 1000 > 0 ? 1 : 0))
                 // Any upload of an install tells it is not silent: its key is its anonymous id (wire format §1),
                 // looked up once per record; events without roles are not looked at one by one.
                 if rec.key.isPresent && rec.key.count > 0 {
                     var h = Hash64()
                     h.add(v.input.baseAddress! + Int(rec.key.start), rec.key.count)
-                    if let u = st.userByHash.get(h.value), st.users[Int(u)].lastReceived < received {
-                        st.users[Int(u)].lastReceived = received
+                    if let u = st.userByHash.get(h.value), st.users[Int(u)].lastReceived < receivedSeconds {
+                        st.users[Int(u)].lastReceived = receivedSeconds
                     }
                 }
                 // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
@@ -93,10 +95,10 @@ extension WindowsStage {
                                 apply(st.pending.pop()!, st, record: st.ownerRecord, output: &output)
                             }
                         }
-                        take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: received, late: true, output: &output)
+                        take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: true, output: &output)
                         continue
                     }
-                    take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: received, late: false, output: &output)
+                    take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: false, output: &output)
                 }
                 st.maxTime = newest
             }
@@ -118,7 +120,7 @@ extension WindowsStage {
 
     /// Counts one event and queues it for pairing and trails.
     @inline(__always)
-    private func take(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, offset: Int64, index: Int, received: Int64, late: Bool,
+    private func take(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, offset: Int64, index: Int, received: UInt32, late: Bool,
                       output: inout OutputBuffer) {
         let (roleNumber, event) = self.role(v, ev)
         if ev.hitCount == 0 && roleNumber < 0 { return }
@@ -157,12 +159,12 @@ extension WindowsStage {
             break
         }
         let install = v.installHash(ev, idHash: userHash)
-        let u = st.user(hash: install, idHash: userHash, appendID: { v.appendDistinctID(ev, to: &$0) }, time: ev.time)
+        let rawID = UnsafeRawBufferPointer(start: v.json.baseAddress! + Int(ev.distinctID.start), count: ev.distinctID.count)
+        let u = st.user(hash: install, id: rawID, escaped: ev.distinctIDEscaped, appendID: { v.appendDistinctID(ev, to: &$0) }, time: ev.time)
         if st.lastTimes[Int(u)] < ev.time { st.lastTimes[Int(u)] = ev.time }
         if st.users[Int(u)].lastReceived < received { st.users[Int(u)].lastReceived = received }
-        let id = (st.users[Int(u)].idStart, st.users[Int(u)].idCount)
         let e = PendingEvent(
-            time: ev.time, seq: PendingEvent.sequence(offset: offset, index: index), user: u, idStart: id.0, idCount: id.1,
+            time: ev.time, seq: PendingEvent.sequence(offset: offset, index: index), user: u, idStart: st.users[Int(u)].idStart,
             role: role, page: page, element: element, event: event, rules: rules, dims: visitDims, appVersion: version)
         if late { apply(e, st, record: st.ownerRecord, output: &output) } else { st.pending.push(e) }
     }
