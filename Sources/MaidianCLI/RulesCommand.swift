@@ -124,7 +124,7 @@ struct RulesCompareCommand: ParsableCommand {
 
     @Argument(help: "The live rules file.") var live: String
     @Argument(help: "The candidate rules file.") var candidate: String
-    @Option(help: "Recording (.ndjson or .ndjson.zst, SPEC section 6).") var recording: String
+    @Option(help: "Recording (.ndjson or .ndjson.zst, wire format §6).") var recording: String
     @Option(help: "The pipeline whose stages run up to 'match'.") var pipeline = "pipelines/app-analytics.yaml"
     @Flag(help: "Print one JSON object.") var json = false
     @Option(help: "Records per batch.") var batch = 1000

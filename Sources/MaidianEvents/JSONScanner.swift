@@ -290,6 +290,13 @@ struct JSONScanner {
             guard i < end, p[i] >= 0x30 && p[i] <= 0x39 else { pos = i; fail("bad exponent"); return (false, 0) }
             while i < end, p[i] >= 0x30 && p[i] <= 0x39 { i &+= 1 }
         }
+        if overflow && fractionStart < 0 && exponentStart < 0 {
+            // An integer literal must fit 64 bits (wire format §2): a 30-digit id would lose its digits as a
+            // double, so it is bad JSON, not silently rounded.
+            pos = neg ? pos &+ 1 : pos
+            fail("integer beyond 64 bits")
+            return (false, 0)
+        }
         if overflow || exponentStart >= 0 {
             // Not a 64-bit integer: it must at least be a finite double (wire format §2: else bad JSON).
             let digitsStart = neg ? pos &+ 1 : pos

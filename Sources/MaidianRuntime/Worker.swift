@@ -590,7 +590,7 @@ private final class State {
     /// A delivery report refused an output for good (before `onDelivery` counts it): unless it is a dead
     /// letter itself, its first bytes are kept for a `too_large` dead letter and its record waits for that.
     func keepRefused(token: UInt64, error: KafkaError, topic: String, value: UnsafeRawBufferPointer) {
-        // Only refusals for size are `too_large` (SPEC section 1); an invalid record is counted and skipped.
+        // Only refusals for size are `too_large` (wire format §1); an invalid record is counted and skipped.
         let sizeCodes: [Int32] = [10, 18, 4]  // MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_MSG_SIZE
         guard output.deadLetterTopic >= 0, let code = error.rdkafkaCode, sizeCodes.contains(code) else { return }
         let deadLetters = output.topics[Int(output.deadLetterTopic)]

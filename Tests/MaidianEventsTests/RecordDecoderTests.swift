@@ -269,17 +269,21 @@ final class RecordDecoderTests: XCTestCase {
             for sign in ["", "-"] {
                 let text = sign + digits
                 let b = decode([Array("[{\"time\":\(text),\"_track_id\":\(text)}]".utf8)])
-                let expected = Int64(text)
-                XCTAssertEqual(b.events[0].timeKind, expected == nil ? 2 : 1, text)
-                XCTAssertEqual(b.events[0].hasTrackID, expected != nil, text)
-                if let expected {
-                    XCTAssertEqual(b.events[0].time, expected, text)
-                    XCTAssertEqual(b.events[0].trackID, expected, text)
+                guard let expected = Int64(text) else {
+                    // An integer literal past 64 bits is bad JSON for the record (wire format §2).
+                    XCTAssertEqual(b.records[0].reason, .badJSON, text)
+                    continue
                 }
+                XCTAssertEqual(b.events[0].timeKind, 1, text)
+                XCTAssertTrue(b.events[0].hasTrackID, text)
+                XCTAssertEqual(b.events[0].time, expected, text)
+                XCTAssertEqual(b.events[0].trackID, expected, text)
             }
         }
+        XCTAssertEqual(reason(Array("[{\"time\":9223372036854775808}]".utf8)), .badJSON)
         for (text, value, isInt) in [("0", 0, true), ("-0", 0, true), ("9223372036854775807", Int64.max, true),
-                                     ("9223372036854775808", 0, false), ("12.5", 0, false), ("7e2", 0, false), ("1000000000", 1_000_000_000, true)] as [(String, Int64, Bool)] {
+                                     ("-9223372036854775808", Int64.min, true), ("9223372036854775808.0", 0, false),
+                                     ("12.5", 0, false), ("7e2", 0, false), ("1000000000", 1_000_000_000, true)] as [(String, Int64, Bool)] {
             let b = decode([Array("[{\"time\":\(text)}]".utf8)])
             XCTAssertEqual(b.events[0].timeKind, isInt ? 1 : 2, text)
             if isInt { XCTAssertEqual(b.events[0].time, value, text) }
@@ -301,16 +305,19 @@ struct SeededLCG: RandomNumberGenerator {
     }
 }
 
-/// Issue 13, class 7 and wire format §2 (revision 2): numbers beyond a double, duplicate member names.
+/// Issue 13, class 7 and wire format §2 (revision 2): integers beyond 64 bits and numbers beyond a double, duplicate
+/// member names.
 extension RecordDecoderTests {
     func testNumbersBeyondADoubleAreBadJSON() {
-        for bad in ["1e400", "-1e400", "1" + String(repeating: "0", count: 400), "1.8e308", "0.5e310", "9e99999999999999999999"] {
+        for bad in ["1e400", "-1e400", "1" + String(repeating: "0", count: 400), "1.8e308", "0.5e310", "9e99999999999999999999",
+                    // Integer literals past 64 bits (the 30-digit ids of hostile uploads), however small as doubles.
+                    "99999999999999999999", "-9223372036854775809", "123456789012345678901234567890"] {
             XCTAssertEqual(reason(Array("[{\"type\":\"track\",\"properties\":{\"n\":\(bad)}}]".utf8)), .badJSON, bad)
             XCTAssertEqual(reason(Array("[{\"time\":\(bad)}]".utf8)), .badJSON, bad)
         }
         // What a double holds (some of it not a 64-bit integer) stays valid.
-        for ok in ["1e308", "1.7976931348623157e308", "99999999999999999999", "-9223372036854775809", "1e-400",
-                   "0.000001e300", String(repeating: "9", count: 300)] {
+        for ok in ["1e308", "1.7976931348623157e308", "99999999999999999999.0", "-9223372036854775809e0", "1e-400",
+                   "0.000001e300", String(repeating: "9", count: 300) + ".5"] {
             let b = decode([Array("[{\"time\":\(ok),\"properties\":{\"n\":\(ok)}}]".utf8)])
             XCTAssertEqual(b.records[0].status, .live, ok)
             XCTAssertEqual(b.events.count, 1, ok)
