@@ -263,13 +263,18 @@ struct JSONScanner {
                 value = Int64(digitsValue(i, 8) &* powerOf10(run &- 8) &+ digitsValue(i &+ 8, run &- 8))
                 i &+= run
             } else {
+                // The magnitude in 64 unsigned bits: -9223372036854775808 (Int64.min) fits, its positive does not.
+                // Its bit pattern negated with wrapping below gives Int64.min exactly.
+                var magnitude: UInt64 = 0
                 while i < end, p[i] >= 0x30 && p[i] <= 0x39 {
-                    let (m, o1) = value.multipliedReportingOverflow(by: 10)
-                    let (a, o2) = m.addingReportingOverflow(Int64(p[i] &- 0x30))
+                    let (m, o1) = magnitude.multipliedReportingOverflow(by: 10)
+                    let (a, o2) = m.addingReportingOverflow(UInt64(p[i] &- 0x30))
                     overflow = overflow || o1 || o2
-                    value = a
+                    magnitude = a
                     i &+= 1
                 }
+                if magnitude > (neg ? UInt64(1) << 63 : UInt64(Int64.max)) { overflow = true }
+                value = Int64(bitPattern: magnitude)
             }
         }
         var isInteger = !overflow

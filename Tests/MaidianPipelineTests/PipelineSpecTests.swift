@@ -95,7 +95,7 @@ final class PipelineSpecTests: XCTestCase {
             "calibrate_time.calibrated", "calibrate_time.clamped_future", "calibrate_time.calibrated_out_of_range",
             "dedup.duplicates", "location.located", "location.lookups", "location.reloads",
             "device.unknown", "device.os_from_ua", "noise_filter.noise_dropped", "noise_filter.tab_bar_touch",
-            "match.matched", "match.rules_reloads", "match.rules_reload_failures", "match.rules_version", "match.rules_health_alerts",
+            "match.matched", "match.rules_reloads", "match.rules_reload_failures", "match.rules_version",
             "windows.late", "windows.too_late", "windows.orphan_leaves", "windows.visits_closed", "windows.trails", "windows.idle_partitions",
         ])
         // The kind locations point into the file.
