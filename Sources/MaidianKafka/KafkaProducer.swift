@@ -45,7 +45,9 @@ public final class KafkaProducer {
         "linger.ms": "5",
         "partitioner": "murmur2_random",
         "queue.buffering.max.messages": "500000",
-        "queue.buffering.max.kbytes": "1048576",
+        // 256 MiB: part of a worker's memory ceiling (docs/hostile-input.md); a full queue only makes a
+        // produce wait for deliveries, never loses a message.
+        "queue.buffering.max.kbytes": "262144",
     ]
 
     /// Creates a producer.
