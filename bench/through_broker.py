@@ -71,6 +71,7 @@ class Worker:
         if self.done_at is None:
             self.done_at = self.end
         self.status = os.waitstatus_to_exitcode(status)
+        self.peak_rss_kb = usage.ru_maxrss
         return usage.ru_utime + usage.ru_stime
 
 
@@ -134,6 +135,7 @@ def main():
         "worker_cpu_seconds": [round(c, 3) for c in cpu],
         "events_per_worker_cpu_second": round(events / sum(cpu)),
         "broker_cpu_seconds": round(broker_cpu, 3),
+        "worker_peak_rss_mib": [round(w.peak_rss_kb / 1024) for w in workers],
         "offline_events_per_cpu_second": json.loads(bench.stdout).get("events_per_cpu_s"),
         "failed_workers": len(failed),
     }
@@ -143,7 +145,8 @@ def main():
         print(f"{events} events, {args.workers} worker(s), {p} partitions: "
               f"{result['seconds_assignment_to_end']} s from assignment to the end offsets, "
               f"{result['events_per_second']} events/s; worker CPU {sum(cpu):.2f} s "
-              f"({result['events_per_worker_cpu_second']} events per CPU second), broker CPU {broker_cpu:.2f} s; "
+              f"({result['events_per_worker_cpu_second']} events per CPU second, peak RSS {result['worker_peak_rss_mib']} MiB), "
+              f"broker CPU {broker_cpu:.2f} s; "
               f"offline (maidian bench): {result['offline_events_per_cpu_second']} events per CPU second")
     sys.exit(1 if failed else 0)
 

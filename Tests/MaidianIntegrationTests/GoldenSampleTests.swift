@@ -13,7 +13,7 @@ final class GoldenSampleTests: XCTestCase {
 
     /// Loads `traffic/<recording>.ndjson`, runs two workers until the end and checks every output against
     /// `traffic/<recording>.expected.json`.
-    static func runGolden(recording: String, records recordCount: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+    static func runGolden(recording: String, records recordCount: Int, workers workerCount: Int = 2, file: StaticString = #filePath, line: UInt = #line) throws {
         let sample = Integration.shared.appendingPathComponent("traffic/\(recording).ndjson")
         let expectedURL = Integration.shared.appendingPathComponent("traffic/\(recording).expected.json")
         guard FileManager.default.fileExists(atPath: sample.path) else {
@@ -41,7 +41,7 @@ final class GoldenSampleTests: XCTestCase {
             "MAIDIAN_RULES": Integration.shared.appendingPathComponent("traffic/rules-sample.yaml").path,
         ]
         let pipeline = Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path
-        let workers = try (0..<2).map { i in
+        let workers = try (0..<workerCount).map { i in
             try Integration.Child(Integration.binary, ["run", pipeline, "--until-end"], environment: env, name: "golden-worker-\(i)")
         }
         for (i, w) in workers.enumerated() {
