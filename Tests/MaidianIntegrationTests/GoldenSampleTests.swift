@@ -51,10 +51,21 @@ final class GoldenSampleTests: XCTestCase {
 
         let records = try Integration.dumpTopics(bootstrap: bootstrap, ["events.enriched", "events.dlq", "metrics.counts", "metrics.dwell", "crash.trails"])
         try GoldenChecks.checkWindows(records: records, expected: expected)
-        let enriched = records.filter { $0.topic == "events.enriched" }
-        let dlq = records.filter { $0.topic == "events.dlq" }
+        // At least once (wire format §5): a rebalance while both workers start may process some records twice,
+        // and their outputs come out again identical. The answers count distinct records: a retried profile
+        // upload is byte-identical to its first copy (`profile_repeats`), so distinct = enriched - repeats.
+        var seen = Set<String>()
+        let distinct = records.filter { seen.insert("\($0.topic)\u{0}\($0.key ?? "")\u{0}\($0.value)").inserted }
+        let enriched = distinct.filter { $0.topic == "events.enriched" }
+        let dlq = distinct.filter { $0.topic == "events.dlq" }
+        let repeats = expected["profile_repeats"] as? Int ?? 0
+        let allEnriched = records.filter { $0.topic == "events.enriched" }.count
 
-        XCTAssertEqual(enriched.count, expected["enriched"] as? Int, "records on events.enriched")
+        XCTAssertEqual(enriched.count, (expected["enriched"] as? Int).map { $0 - repeats }, "distinct records on events.enriched")
+        XCTAssertGreaterThanOrEqual(allEnriched, expected["enriched"] as? Int ?? .max, "records on events.enriched")
+        if allEnriched > enriched.count + repeats {
+            print("events.enriched: \(allEnriched) records, \(enriched.count) distinct (re-processed after a rebalance)")
+        }
 
         var reasons: [String: Int] = [:]
         for r in dlq {
@@ -72,7 +83,7 @@ final class GoldenSampleTests: XCTestCase {
             XCTAssertEqual(r.key, o["distinct_id"] as? String, "enriched key is distinct_id")
             if let id = o["_track_id"] as? Int { byTrackID[String(id)] = o }
         }
-        XCTAssertEqual(profiles, expected["profiles"] as? Int)
+        XCTAssertEqual(profiles, (expected["profiles"] as? Int).map { $0 - repeats }, "distinct profile events")
         let samples = expected["samples"] as! [String: [String: Any]]
         var checked = 0
         for (trackID, want) in samples {
