@@ -76,11 +76,20 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        // Tools that run pipelines offline or generate inputs (`bench`, `test`, `rules test|compare|doctor`, `gen`,
+        // `bench-match`): the worker's libraries above do not depend on this module; only the CLI links it.
+        .target(
+            name: "MaidianTools",
+            dependencies: [
+                "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianRules", "MaidianStages",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The commands, as a library a team's own executable reuses with extra stages.
         .target(
             name: "MaidianCLI",
             dependencies: [
-                "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianStages", "MaidianRules", "MaidianRuntime",
+                "MaidianKafka", "MaidianEvents", "MaidianRecording", "MaidianPipeline", "MaidianStages", "MaidianRules", "MaidianRuntime", "MaidianTools",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -104,15 +113,16 @@ let package = Package(
         .testTarget(name: "MaidianEventsTests", dependencies: ["MaidianEvents"]),
         .testTarget(name: "MaidianGeoTests", dependencies: ["MaidianGeo"]),
         .testTarget(name: "MaidianPipelineTests", dependencies: ["MaidianPipeline", "MaidianStages", "MaidianEvents"]),
-        .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianRecording"]),
+        .testTarget(name: "MaidianStagesTests", dependencies: ["MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianRecording", "MaidianTools"]),
         .testTarget(name: "MaidianRulesTests", dependencies: ["MaidianRules", "MaidianPipeline", "MaidianEvents", "MaidianRecording"]),
         .testTarget(name: "MaidianRecordingTests", dependencies: ["MaidianRecording", "MaidianEvents"]),
         .testTarget(name: "MaidianRuntimeTests", dependencies: [
-            "MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka", "MaidianRecording",
+            "MaidianRuntime", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianKafka", "MaidianRecording", "MaidianTools",
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
-        .testTarget(name: "MaidianIntegrationTests", dependencies: ["MaidianKafka", "MaidianRuntime", "MaidianRecording", "MaidianStages", "MaidianPipeline"]),
+        .testTarget(name: "MaidianToolsTests", dependencies: ["MaidianTools", "MaidianRules", "MaidianStages", "MaidianPipeline", "MaidianEvents", "MaidianRecording"]),
+        .testTarget(name: "MaidianIntegrationTests", dependencies: ["MaidianKafka", "MaidianRuntime", "MaidianTools", "MaidianRecording", "MaidianStages", "MaidianPipeline"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -4,6 +4,7 @@ import Logging
 import MaidianPipeline
 import MaidianRecording
 import MaidianRuntime
+import MaidianTools
 
 /// `maidian bench PIPELINE.yaml --recording FILE [--json]`.
 struct BenchCommand: ParsableCommand {

@@ -7,6 +7,7 @@ import MaidianRecording
 import MaidianRules
 import MaidianRuntime
 import MaidianStages
+import MaidianTools
 
 /// `maidian bench-match --rules 10,1000,10000 [--recording FILE] [--runs N] [--json]`: the match stage alone.
 struct BenchMatchCommand: ParsableCommand {

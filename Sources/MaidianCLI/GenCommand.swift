@@ -1,5 +1,6 @@
 import ArgumentParser
 import MaidianRecording
+import MaidianTools
 
 /// `maidian gen`: writes a recording of realistic simulated traffic (wire format §6) for demos and
 /// benchmarks.

@@ -3,6 +3,7 @@ import MaidianPipeline
 import MaidianRules
 import MaidianRuntime
 import MaidianStages
+import MaidianTools
 
 /// `maidian rules …`: tools for circle-select rules files (wire format §4).
 struct RulesCommand: ParsableCommand {

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import MaidianPipeline
 import MaidianRuntime
+import MaidianTools
 
 /// `maidian test TESTS.yaml...`: declarative pipeline tests, run offline.
 struct TestCommand: ParsableCommand {

@@ -5,7 +5,7 @@ import MaidianEvents
 /// Appends `count` bytes to `array` and lets `body` fill them through a pointer; `body` returns how many
 /// it used (the rest are removed). No allocation once the array's capacity suffices.
 @inline(__always)
-func appendRegion(_ array: inout [UInt8], _ count: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Int) {
+package func appendRegion(_ array: inout [UInt8], _ count: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Int) {
     withAppendedRegion(&array, count) { region in
         let used = body(region.baseAddress!.assumingMemoryBound(to: UInt8.self))
         return (used, ())
@@ -15,20 +15,20 @@ func appendRegion(_ array: inout [UInt8], _ count: Int, _ body: (UnsafeMutablePo
 extension Array where Element == UInt8 {
     /// Appends the UTF-8 bytes of a static string (a memcpy).
     @inline(__always)
-    mutating func append(static s: StaticString) {
+    package mutating func append(static s: StaticString) {
         s.withUTF8Buffer { append(contentsOf: $0) }
     }
 
     /// Appends the UTF-8 bytes of a string.
     @inline(__always)
-    mutating func append(utf8 s: String) {
+    package mutating func append(utf8 s: String) {
         var s = s
         s.withUTF8 { append(contentsOf: $0) }
     }
 
     /// Appends a decimal integer.
     @inline(__always)
-    mutating func append(decimal v: Int64) {
+    package mutating func append(decimal v: Int64) {
         var tmp: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch: enough for 20 digits and a sign
         Swift.withUnsafeMutableBytes(of: &tmp) { raw in
             let p = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
@@ -49,13 +49,13 @@ extension Array where Element == UInt8 {
 
     /// Appends a decimal integer.
     @inline(__always)
-    mutating func append(decimal v: Int) { append(decimal: Int64(v)) }
+    package mutating func append(decimal v: Int) { append(decimal: Int64(v)) }
 }
 
 /// JSON text output helpers.
-enum JSONText {
+package enum JSONText {
     /// 0 = copy as is; 1 = needs escaping (control, quote, backslash); 2 = non-ASCII (validate UTF-8).
-    static let byteClass: [UInt8] = {
+    package static let byteClass: [UInt8] = {
         var t = [UInt8](repeating: 0, count: 256)
         for i in 0..<0x20 { t[i] = 1 }
         t[0x22] = 1
@@ -68,25 +68,25 @@ enum JSONText {
 
     /// Appends `bytes` as a quoted JSON string. Valid UTF-8 is copied; control characters, `"` and `\`
     /// are escaped; bytes that are not valid UTF-8 become U+FFFD, so the output is always valid JSON.
-    static func appendQuoted(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+    package static func appendQuoted(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(0x22)
         appendEscaped(bytes, to: &out)
         out.append(0x22)
     }
 
     /// Appends a string as a quoted JSON string.
-    static func appendQuoted(_ s: String, to out: inout [UInt8]) {
+    package static func appendQuoted(_ s: String, to out: inout [UInt8]) {
         var s = s
         s.withUTF8 { appendQuoted(UnsafeRawBufferPointer($0), to: &out) }
     }
 
     /// Appends `bytes` as a quoted JSON string.
-    static func appendQuoted(_ bytes: [UInt8], to out: inout [UInt8]) {
+    package static func appendQuoted(_ bytes: [UInt8], to out: inout [UInt8]) {
         bytes.withUnsafeBytes { appendQuoted($0, to: &out) }
     }
 
     /// Appends the escaped content of a JSON string (without quotes).
-    static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+    package static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         let n = bytes.count
         guard n > 0 else { return }
         byteClass.withUnsafeBufferPointer { cls in
@@ -127,7 +127,7 @@ enum JSONText {
 
     /// Length of the valid UTF-8 sequence starting at `i` (a non-ASCII lead byte), or 0 if invalid.
     @inline(__always)
-    static func validUTF8Length(_ p: UnsafeRawBufferPointer, _ i: Int) -> Int {
+    package static func validUTF8Length(_ p: UnsafeRawBufferPointer, _ i: Int) -> Int {
         let n = p.count
         let b0 = p[i]
         @inline(__always) func cont(_ k: Int) -> Bool { i + k < n && p[i + k] & 0xC0 == 0x80 }
@@ -153,12 +153,12 @@ enum JSONText {
 }
 
 /// Standard base64 (RFC 4648, with padding), fast table-driven encoder and decoder.
-enum Base64Codec {
-    static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+package enum Base64Codec {
+    package static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// 0...63 for alphabet characters (also accepts the URL-safe `-` and `_`), 0xFE for `=`,
     /// 0xFD for skippable whitespace, 0xFF for anything else.
-    static let decodeTable: [UInt8] = {
+    package static let decodeTable: [UInt8] = {
         var t = [UInt8](repeating: 0xFF, count: 256)
         for (i, c) in alphabet.enumerated() { t[Int(c)] = UInt8(i) }
         t[Int(UInt8(ascii: "-"))] = 62
@@ -169,7 +169,7 @@ enum Base64Codec {
     }()
 
     /// Appends the base64 encoding of `bytes` to `out`.
-    static func encode(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+    package static func encode(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         let n = bytes.count
         let outLen = ((n + 2) / 3) * 4
         guard outLen > 0 else { return }
@@ -207,7 +207,7 @@ enum Base64Codec {
 
     /// Decodes base64 text (padding optional; whitespace ignored). Returns nil on an invalid character
     /// or an impossible length.
-    static func decode(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
+    package static func decode(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
         let n = text.count
         if n == 0 { return [] }
         return decodeTable.withUnsafeBufferPointer { t -> [UInt8]? in

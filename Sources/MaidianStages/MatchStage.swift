@@ -258,7 +258,7 @@ public final class MatchStage: Stage {
 
     /// The fields of an event the stage reads. An `Event` is over 200 bytes: copying one out of the batch per
     /// event was a `memcpy` call each time; these are read field by field.
-    struct EventView {
+    package struct EventView {
         var isLive: Bool
         var isTrack: Bool
         var eventName: Span
@@ -273,7 +273,7 @@ public final class MatchStage: Stage {
             }
         }
 
-        init(_ ev: Event) {
+        package init(_ ev: Event) {
             (isLive, isTrack, eventName, firstProperty, propertyCount, lib) = (ev.isLive, ev.type.isTrack, ev.eventName, ev.firstProperty, ev.propertyCount, ev.lib)
         }
     }
@@ -556,7 +556,7 @@ public final class MatchStage: Stage {
     }
 
     /// What the matcher reads of an event, decoded to Strings; `found` comes from `findProperties`.
-    static func facts(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ found: [Int]) -> EventFacts {
+    package static func facts(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ found: [Int]) -> EventFacts {
         var f = EventFacts()
         f.screenName = text(batch, found[0])
         f.currentURL = text(batch, found[1])
@@ -639,7 +639,7 @@ public final class MatchStage: Stage {
         return false
     }
 
-    static func role(_ batch: borrowing EventBatch, _ name: Span) -> EventRole {
+    package static func role(_ batch: borrowing EventBatch, _ name: Span) -> EventRole {
         func equal(_ s: StaticString) -> Bool {
             guard name.count == s.utf8CodeUnitCount else { return false }
             let lo = Int(name.start)
@@ -661,7 +661,7 @@ public final class MatchStage: Stage {
     private static let currentURL = names.firstIndex(of: Array("current_url".utf8))!
 
     /// One pass over the event's kept properties: the index of each of `names` (the first kept one of a name).
-    static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) {
+    package static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) {
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         let nameOfKnown = Self.nameOfKnown, currentURL = Self.currentURL
         let url: StaticString = "current_url"

@@ -4,6 +4,7 @@ import MaidianPipeline
 import MaidianRecording
 import MaidianRuntime
 import MaidianStages
+import MaidianTools
 import XCTest
 
 /// `any_of` through the whole job (windows included) on the sample traffic: an event matching two drawings of

@@ -4,6 +4,7 @@ import MaidianPipeline
 import MaidianRecording
 import MaidianRuntime
 import MaidianStages
+import MaidianTools
 import XCTest
 
 /// `replay --rules-changed-since`: a rule drawn later gets the counts it would have had from the start, and

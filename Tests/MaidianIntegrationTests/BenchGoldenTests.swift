@@ -5,6 +5,7 @@ import MaidianPipeline
 import MaidianRecording
 import MaidianRuntime
 import MaidianStages
+import MaidianTools
 import XCTest
 
 /// What `maidian bench` times is the whole job: run the way the benchmark runs (in memory, one thread, the

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import MaidianKafka
+import MaidianTools
 import XCTest
 
 @testable import MaidianRecording

@@ -3,6 +3,7 @@ import Logging
 import MaidianPipeline
 import MaidianRuntime
 import MaidianStages
+import MaidianTools
 import XCTest
 
 /// `maidian rules test` on the recorded sample: every rule's matches equal the sum of the `pv`/`click` counts

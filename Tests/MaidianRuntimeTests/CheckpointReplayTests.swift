@@ -4,6 +4,7 @@ import MaidianEvents
 import MaidianPipeline
 import MaidianRecording
 import MaidianStages
+@testable import MaidianTools
 import XCTest
 
 @testable import MaidianRuntime

@@ -5,6 +5,7 @@ import MaidianEvents
 import MaidianPipeline
 import MaidianRecording
 @testable import MaidianStages
+import MaidianTools
 
 final class WindowMergerTests: XCTestCase {
     static let minute: Int64 = 60_000

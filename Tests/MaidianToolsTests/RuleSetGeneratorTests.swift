@@ -3,6 +3,7 @@ import MaidianEvents
 import MaidianPipeline
 import MaidianRecording
 @testable import MaidianRules
+import MaidianTools
 import XCTest
 
 /// The rules sets `maidian bench-match` generates, checked without timing: they load, and the indexed matcher

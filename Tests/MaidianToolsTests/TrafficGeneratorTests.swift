@@ -3,6 +3,7 @@ import MaidianEvents
 import XCTest
 
 @testable import MaidianRecording
+@testable import MaidianTools
 
 /// Decodes generated records the slow, obvious way (Foundation JSON: tests only) and classifies them
 /// per wire format §2.
@@ -109,7 +110,8 @@ final class TrafficGeneratorTests: XCTestCase {
     }
 
     func testDeterministicForASeed() throws {
-        let dir = try tempDir("gen")
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("maidian-gen-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         var files: [[UInt8]] = []
         for (i, seed) in [7, 7, 8].enumerated() {

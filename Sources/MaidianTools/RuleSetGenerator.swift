@@ -1,4 +1,5 @@
 import MaidianEvents
+import MaidianRules
 
 extension EventFacts {
     /// The role and facts of event `e` of a decoded batch, values decoded to Strings (benchmarks and tools;

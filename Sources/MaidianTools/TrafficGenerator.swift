@@ -1,4 +1,5 @@
 import MaidianEvents
+import MaidianRecording
 
 #if canImport(Glibc)
 import Glibc

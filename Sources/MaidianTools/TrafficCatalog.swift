@@ -1,6 +1,8 @@
 // The simulated shopping app, modelled on the recorded sample traffic (shared/traffic/sample.ndjson):
 // its view controllers, page paths, elements, devices, versions and client IP ranges.
 
+import MaidianRecording
+
 /// How a click was captured (wire format §3 `$element_kind`).
 enum ElementKind: UInt8 {
     case control, gesture, table, collection, alert

@@ -3,7 +3,7 @@ import Logging
 import MaidianEvents
 import MaidianPipeline
 import MaidianRecording
-import MaidianRuntime
+import MaidianTools
 import MaidianStages
 import XCTest
 

@@ -3,7 +3,8 @@ import Logging
 import MaidianEvents
 import MaidianPipeline
 import XCTest
-@testable import MaidianStages
+import MaidianStages
+@testable import MaidianTools
 
 final class RulesReportTests: XCTestCase {
     func testMarkDifference() {
@@ -60,7 +61,7 @@ final class RulesReportTests: XCTestCase {
     """
 
     func event(_ name: String, _ trackID: Int64, _ props: String, user: String = "u1") -> String {
-        trackEvent(event: name, time: 1_763_700_000_000 + trackID, distinctID: user, trackID: trackID, properties: props)
+        #"{"type":"track","event":"\#(name)","time":\#(1_763_700_000_000 + trackID),"distinct_id":"\#(user)","_track_id":\#(trackID),"properties":\#(props)}"#
     }
 
     func button(_ index: Int, _ screen: String = "ProductViewController", action: String = "buyTapped:") -> String {

@@ -2,6 +2,7 @@ import Logging
 import MaidianEvents
 import MaidianPipeline
 import MaidianRules
+import MaidianStages
 
 /// `maidian rules test`: runs a pipeline's stages up to and including `match`, with the `match` stage's rules
 /// file replaced, over batches of input records, and collects a ``RulesReport`` from the match results the

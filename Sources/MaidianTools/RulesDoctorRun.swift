@@ -2,6 +2,7 @@ import Logging
 import MaidianEvents
 import MaidianPipeline
 import MaidianRules
+import MaidianStages
 
 /// `maidian rules doctor`: two passes over the same input through a pipeline's stages up to `match` (as
 /// ``RulesTestRun``). The first feeds a ``RulesWatchdog`` and finds the rules a release broke; the second
