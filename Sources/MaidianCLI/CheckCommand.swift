@@ -123,8 +123,29 @@ struct CheckCommand: ParsableCommand {
 
 /// `maidian stages`: lists the stage kinds this build knows.
 struct StagesCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "stages", abstract: "List the stage kinds of this build.")
+    static let configuration = CommandConfiguration(commandName: "stages", abstract: "List the stage kinds of this build, or describe one's settings.")
+
+    @Option(name: .long, help: "Print a kind's settings: key, type, default, meaning, example.")
+    var describe: String?
+
+    @Option(name: .long, help: "Regenerate the settings tables between the markers of this Markdown file (pipelines/README.md).")
+    var writeReference: String?
+
     func run() throws {
+        if let kind = describe {
+            guard let f = stageRegistry.factory(for: kind) else {
+                throw PipelineError(code: .invalid, message: "no stage kind '\(kind)'", hint: PipelineError.suggestion(for: kind, among: stageRegistry.order))
+            }
+            print(f.describe(), terminator: "")
+            return
+        }
+        if let path = writeReference {
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let updated = try stageRegistry.updatingReference(in: text, file: path)
+            if updated != text { try updated.write(toFile: path, atomically: true, encoding: .utf8) }
+            print(updated == text ? "\(path): up to date" : "\(path): settings reference rewritten")
+            return
+        }
         let width = max(16, (stageRegistry.order.map(\.count).max() ?? 0) + 1)
         for kind in stageRegistry.order {
             let f = stageRegistry.factory(for: kind)!

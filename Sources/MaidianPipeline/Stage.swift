@@ -170,16 +170,26 @@ public final class StageContext {
 public struct StageFactory: Sendable {
     public let kind: String
     public let summary: String
+    /// The declared settings (``DeclaredSettings``); nil for a stage that declares none.
+    public let settings: ConfigSpec?
     let make: @Sendable (ConfigNode, StageContext) throws -> any Stage
+    let decodeConfig: @Sendable (ConfigNode) throws -> Void
 
     /// A factory for a stage type.
     public init<S: Stage>(_ type: S.Type) {
         self.kind = S.kind
         self.summary = S.summary
+        self.settings = (S.Config.self as? any DeclaredSettings.Type)?.settings
         self.make = { node, context in
             let config = try node.decode(S.Config.self, ignoringKeys: ["kind"])
             return try S(config: config, context: context)
         }
+        self.decodeConfig = { node in _ = try node.decode(S.Config.self, ignoringKeys: ["kind"]) }
+    }
+
+    /// Decodes the stage's settings from its YAML mapping without building the stage (no files opened).
+    public func checkSettings(_ node: ConfigNode) throws {
+        try decodeConfig(node)
     }
 
     /// Builds the stage from its YAML mapping.

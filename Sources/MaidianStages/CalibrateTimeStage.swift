@@ -10,17 +10,23 @@ import MaidianPipeline
 /// (or whose arithmetic would overflow) moves the event to its record's `received_at` instead, because a
 /// difference that large means `_flush_time` itself is garbage while the collector's clock is not.
 public final class CalibrateTimeStage: Stage {
-    public struct Config: Decodable, Sendable {
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        enum Settings {
+            static let maxSkew = Setting("max_skew", default: ConfigDuration.seconds(60),
+                "largest tolerated difference between collector and client clock (a duration)", example: "2m")
+            static let maxFuture = Setting("max_future", default: ConfigDuration.minutes(10),
+                "how far an event may be ahead of its record's receive time before it is clamped to it (not negative)", example: "1h")
+        }
+        public static let settings = ConfigSpec(Settings.maxSkew, Settings.maxFuture)
         /// Largest tolerated difference between the collector's and the client's clock.
-        public var maxSkew: ConfigDuration = ConfigDuration(milliseconds: 60_000)
+        public var maxSkew = Settings.maxSkew.default
         /// How far ahead of its receive time an event may be before its clock counts as uncorrectable.
-        public var maxFuture: ConfigDuration = ConfigDuration(milliseconds: 10 * 60_000)
-        enum CodingKeys: String, CodingKey { case maxSkew = "max_skew", maxFuture = "max_future" }
+        public var maxFuture = Settings.maxFuture.default
         public init() {}
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            maxSkew = try c.decodeIfPresent(ConfigDuration.self, forKey: .maxSkew) ?? ConfigDuration(milliseconds: 60_000)
-            maxFuture = try c.decodeIfPresent(ConfigDuration.self, forKey: .maxFuture) ?? ConfigDuration(milliseconds: 10 * 60_000)
+            let s = try decoder.settings(Self.settings)
+            maxSkew = try s(Settings.maxSkew)
+            maxFuture = try s(Settings.maxFuture)
             if maxFuture.milliseconds < 0 { throw PipelineError(code: .badValue, message: "'max_future' must not be negative") }
         }
     }

@@ -3,13 +3,15 @@ import MaidianPipeline
 
 /// Writes rejected records and events to the dead-letter topic (key: the input record's key), wire format §5.
 public final class DeadLetterOutput: Stage {
-    public struct Config: Decodable, Sendable {
-        public var topic: String = "events.dlq"
-        enum CodingKeys: String, CodingKey { case topic }
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        enum Settings {
+            static let topic = Setting("topic", default: "events.dlq", "the output topic", example: "events.dlq.v2")
+        }
+        public static let settings = ConfigSpec(Settings.topic)
+        public var topic = Settings.topic.default
         public init() {}
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            topic = try c.decodeIfPresent(String.self, forKey: .topic) ?? "events.dlq"
+            topic = try decoder.settings(Self.settings)(Settings.topic)
         }
     }
 

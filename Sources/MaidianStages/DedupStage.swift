@@ -8,13 +8,17 @@ import MaidianPipeline
 /// Memory is per source partition (an install's uploads stay in one partition) in two generations of at most
 /// `window` of event time each, so an entry lives between one and two windows and the state stays bounded.
 public final class DedupStage: Stage {
-    public struct Config: Decodable, Sendable {
-        public var window: ConfigDuration = ConfigDuration(milliseconds: 600_000)
-        enum CodingKeys: String, CodingKey { case window }
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        enum Settings {
+            static let window = Setting("window", default: ConfigDuration.minutes(10),
+                "how far apart in event time two copies still count as one (a duration, more than 0)", example: "5m")
+        }
+        public static let settings = ConfigSpec(Settings.window)
+        public var window = Settings.window.default
         public init() {}
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            window = try c.decodeIfPresent(ConfigDuration.self, forKey: .window) ?? ConfigDuration(milliseconds: 600_000)
+            let s = try decoder.settings(Self.settings)
+            window = try s(Settings.window)
             if window.milliseconds <= 0 { throw PipelineError(code: .badValue, message: "window must be positive") }
         }
     }

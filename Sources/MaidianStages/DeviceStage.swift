@@ -27,34 +27,37 @@ import MaidianPipeline
 /// `"name":value` fragment is written into the scratch arena once per batch and linked to every event.
 public final class DeviceStage: Stage {
     /// The stage's YAML keys (documented in `pipelines/README.md`).
-    public struct Config: Decodable, Sendable {
-        /// Smallest short side (points or pixels) of a tablet screen, for devices the table does not know.
-        public var tabletMinShortSide: Int = 600
-        /// A screen whose long side is at least this many times its short side is a phone, not a tablet.
-        public var tabletMaxAspect: Double = 1.75
-        /// Take `$os`/`$os_version` from the record's `ua` header when the client sent no `$os`.
-        public var userAgent: Bool = true
-
-        enum CodingKeys: String, CodingKey {
-            case tabletMinShortSide = "tablet_min_short_side"
-            case tabletMaxAspect = "tablet_max_aspect"
-            case userAgent = "user_agent"
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        enum Settings {
+            static let tabletMinShortSide = Setting("tablet_min_short_side", default: 600,
+                "smallest short side (points or pixels) of a tablet's screen, for devices the table does not know. At least 1", example: "700")
+            static let tabletMaxAspect = Setting("tablet_max_aspect", default: 1.75,
+                "a screen whose long side is at least this many times its short side is a phone, not a tablet. More than 1, at most 10", example: "1.7")
+            static let userAgent = Setting("user_agent", default: true,
+                "add `$os`/`$os_version` from the `ua` header to events without `$os`", example: "false")
         }
+        public static let settings = ConfigSpec(Settings.tabletMinShortSide, Settings.tabletMaxAspect, Settings.userAgent)
+        /// Smallest short side (points or pixels) of a tablet screen, for devices the table does not know.
+        public var tabletMinShortSide = Settings.tabletMinShortSide.default
+        /// A screen whose long side is at least this many times its short side is a phone, not a tablet.
+        public var tabletMaxAspect = Settings.tabletMaxAspect.default
+        /// Take `$os`/`$os_version` from the record's `ua` header when the client sent no `$os`.
+        public var userAgent = Settings.userAgent.default
 
         /// The defaults.
         public init() {}
 
         /// Decodes the stage's YAML keys (all optional), rejecting out-of-range values with their position.
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            tabletMinShortSide = try c.decodeIfPresent(Int.self, forKey: .tabletMinShortSide) ?? 600
-            tabletMaxAspect = try c.decodeIfPresent(Double.self, forKey: .tabletMaxAspect) ?? 1.75
-            userAgent = try c.decodeIfPresent(Bool.self, forKey: .userAgent) ?? true
+            let s = try decoder.settings(Self.settings)
+            tabletMinShortSide = try s(Settings.tabletMinShortSide)
+            tabletMaxAspect = try s(Settings.tabletMaxAspect)
+            userAgent = try s(Settings.userAgent)
             if tabletMinShortSide < 1 {
-                throw decoder.fail("tablet_min_short_side must be at least 1", forKey: CodingKeys.tabletMinShortSide, hint: "e.g. 600", code: .badValue)
+                throw decoder.fail("tablet_min_short_side must be at least 1", forKey: Settings.tabletMinShortSide.codingKey, hint: "e.g. 600", code: .badValue)
             }
             if !(tabletMaxAspect > 1 && tabletMaxAspect <= 10) {
-                throw decoder.fail("tablet_max_aspect must be more than 1 and at most 10", forKey: CodingKeys.tabletMaxAspect, hint: "e.g. 1.75", code: .badValue)
+                throw decoder.fail("tablet_max_aspect must be more than 1 and at most 10", forKey: Settings.tabletMaxAspect.codingKey, hint: "e.g. 1.75", code: .badValue)
             }
         }
     }

@@ -3,13 +3,15 @@ import MaidianPipeline
 
 /// Writes every valid event, with its fixes and added properties, to the enriched topic (key `distinct_id`).
 public final class EnrichedOutput: Stage {
-    public struct Config: Decodable, Sendable {
-        public var topic: String = "events.enriched"
-        enum CodingKeys: String, CodingKey { case topic }
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        enum Settings {
+            static let topic = Setting("topic", default: "events.enriched", "the output topic", example: "events.enriched.v2")
+        }
+        public static let settings = ConfigSpec(Settings.topic)
+        public var topic = Settings.topic.default
         public init() {}
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            topic = try c.decodeIfPresent(String.self, forKey: .topic) ?? "events.enriched"
+            topic = try decoder.settings(Self.settings)(Settings.topic)
         }
     }
 

@@ -17,27 +17,33 @@ import MaidianPipeline
 ///   completely before it replaces the old one, so every batch is enriched by exactly one database. A new
 ///   file that does not open keeps the old database (a warning is logged).
 public final class LocationStage: Stage {
-    public struct Config: Decodable, Sendable {
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        @usableFromInline enum Settings {
+            static let database = Setting<String>.required("database",
+                "path of the `.mmdb` file; relative paths are relative to the pipeline file. `app-analytics.yaml` reads `MAIDIAN_GEO_DB`, else the small test database `data/test-city.mmdb` (a few Chinese and US networks: for demos and tests only)",
+                example: "/usr/share/GeoIP/GeoLite2-City.mmdb")
+            @usableFromInline static let locale = Setting("locale", default: "zh-CN",
+                "locale of the names: MaxMind's databases have `en`, `zh-CN`, `de`, `es`, `fr`, `ja`, `pt-BR`, `ru`", example: "en")
+            @usableFromInline static let reloadCheck = Setting("reload_check", default: ConfigDuration.seconds(5),
+                "how often, at most, the file is checked for a new version (a duration; `0s`: before every batch)", example: "30s")
+            @usableFromInline static let cacheSize = Setting("cache_size", default: 65536,
+                "most IPs whose result is kept between batches; the cache is emptied when full. At least 1", example: "100000")
+        }
+        public static let settings = ConfigSpec(Settings.database, Settings.locale, Settings.reloadCheck, Settings.cacheSize)
         /// Path of the `.mmdb` city database (required); relative paths are relative to the pipeline file.
         public var database: String
         /// Locale of the names (`zh-CN`, `en`, `de`, `es`, `fr`, `ja`, `pt-BR`, `ru` in MaxMind's databases);
         /// a name missing in it falls back to `en`.
-        public var locale: String = "zh-CN"
+        public var locale = Settings.locale.default
         /// How often, at most, the database file is checked for a new version (between batches). `0s`: every batch.
-        public var reloadCheck: ConfigDuration = .seconds(5)
+        public var reloadCheck = Settings.reloadCheck.default
         /// Most IPs whose result is kept; the cache is emptied when it is full.
-        public var cacheSize: Int = 65536
+        public var cacheSize = Settings.cacheSize.default
         /// Where `database` is written in the pipeline file (for errors found when opening it).
         public var databaseLocation: SourceLocation?
 
-        enum CodingKeys: String, CodingKey {
-            case database, locale
-            case reloadCheck = "reload_check"
-            case cacheSize = "cache_size"
-        }
-
         /// A configuration for code and tests.
-        public init(database: String, locale: String = "zh-CN", reloadCheck: ConfigDuration = .seconds(5), cacheSize: Int = 65536) {
+        public init(database: String, locale: String = Settings.locale.default, reloadCheck: ConfigDuration = Settings.reloadCheck.default, cacheSize: Int = Settings.cacheSize.default) {
             self.database = database
             self.locale = locale
             self.reloadCheck = reloadCheck
@@ -46,20 +52,20 @@ public final class LocationStage: Stage {
 
         /// Decodes the YAML keys `database`, `locale`, `reload_check`, `cache_size`.
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            database = try c.decode(String.self, forKey: .database)
-            locale = try c.decodeIfPresent(String.self, forKey: .locale) ?? "zh-CN"
-            reloadCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .reloadCheck) ?? .seconds(5)
-            cacheSize = try c.decodeIfPresent(Int.self, forKey: .cacheSize) ?? 65536
-            databaseLocation = decoder.configLocation(forKey: CodingKeys.database)
+            let s = try decoder.settings(Self.settings)
+            database = try s(Settings.database)
+            locale = try s(Settings.locale)
+            reloadCheck = try s(Settings.reloadCheck)
+            cacheSize = try s(Settings.cacheSize)
+            databaseLocation = decoder.configLocation(forKey: Settings.database.codingKey)
             if database.isEmpty {
-                throw decoder.fail("database must name a .mmdb file", forKey: CodingKeys.database, hint: "e.g. /usr/share/GeoIP/GeoLite2-City.mmdb", code: .badValue)
+                throw decoder.fail("database must name a .mmdb file", forKey: Settings.database.codingKey, hint: "e.g. /usr/share/GeoIP/GeoLite2-City.mmdb", code: .badValue)
             }
             if locale.isEmpty || locale.utf8.count > 16 || !locale.utf8.allSatisfy({ $0 == 0x2D || $0 == 0x5F || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) }) {
-                throw decoder.fail("invalid locale '\(locale)'", forKey: CodingKeys.locale, hint: "e.g. zh-CN, en, pt-BR", code: .badValue)
+                throw decoder.fail("invalid locale '\(locale)'", forKey: Settings.locale.codingKey, hint: "e.g. zh-CN, en, pt-BR", code: .badValue)
             }
             if cacheSize < 1 {
-                throw decoder.fail("cache_size must be at least 1", forKey: CodingKeys.cacheSize, code: .badValue)
+                throw decoder.fail("cache_size must be at least 1", forKey: Settings.cacheSize.codingKey, code: .badValue)
             }
         }
     }

@@ -18,34 +18,49 @@ import Synchronization
 /// with file:line:column is logged) and is tried again when it changes.
 public final class MatchStage: Stage {
     /// The stage's options.
-    public struct Config: Decodable, Sendable {
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        @usableFromInline enum Settings {
+            static let rules = Setting<String>.required("rules",
+                "the rules file, YAML or JSON ([wire format §4](../docs/wire-format.md#4-rules)); relative paths are relative to the pipeline file. `app-analytics.yaml` reads `MAIDIAN_RULES`, else `data/rules-sample.yaml`",
+                example: "data/rules-sample.yaml")
+            @usableFromInline static let reload = Setting("reload", default: true, "pick up a changed rules file while running", example: "false")
+            @usableFromInline static let reloadCheck = Setting("reload_check", default: ConfigDuration.seconds(1),
+                "how often, at most, the file is checked for a new version (a duration; `0s`: before every batch)", example: "5s")
+            static let healthTopic = Setting<String>.optional("health_topic",
+                "the release watchdog's topic ([docs/rules.md](../docs/rules.md)); absent: no watchdog", example: "rules.health", documented: "none")
+            static let healthMinEvents = Setting("health_min_events", default: 100,
+                "events of a rule's kind on its page, on one app version, before the version is judged. At least 1", example: "500")
+            static let healthDropRatio = Setting("health_drop_ratio", default: 0.1,
+                "a share of matches below this fraction of the previous version's raises a record. In (0, 1]", example: "0.2")
+            static let healthCheck = Setting("health_check", default: ConfigDuration.seconds(60),
+                "how often, at most, the watchdog's counts are judged (a duration; `0s`: every batch)", example: "5m")
+            static let rulesChangedSince = Setting<String>.optional("rules_changed_since",
+                "an older rules file: match only the rules added or changed since it (a backfill; see `replay --rules-changed-since`); relative to the pipeline file",
+                example: "rules-old.yaml", documented: "none (every rule)")
+        }
+        public static let settings = ConfigSpec(
+            Settings.rules, Settings.reload, Settings.reloadCheck, Settings.healthTopic, Settings.healthMinEvents,
+            Settings.healthDropRatio, Settings.healthCheck, Settings.rulesChangedSince)
         /// The rules file (YAML or JSON), relative to the pipeline file.
         public var rules: String
         /// Whether a changed rules file is picked up while running.
-        public var reload: Bool = true
+        public var reload = Settings.reload.default
         /// How often, at most, the rules file is checked for a new version (between batches). `0s`: every batch.
-        public var reloadCheck: ConfigDuration = .seconds(1)
+        public var reloadCheck = Settings.reloadCheck.default
         /// The release watchdog's topic (`rules.health`, see docs/rules.md); nil: no watchdog.
         public var healthTopic: String?
         /// Events of a rule's kind on its page, on one app version, before the version is judged.
-        public var healthMinEvents: Int = 100
+        public var healthMinEvents = Settings.healthMinEvents.default
         /// A share of matches below this fraction of the previous version's raises a record.
-        public var healthDropRatio: Double = 0.1
+        public var healthDropRatio = Settings.healthDropRatio.default
         /// How often, at most, the watchdog's counts are judged (between batches). `0s`: every batch.
-        public var healthCheck: ConfigDuration = .seconds(60)
+        public var healthCheck = Settings.healthCheck.default
         /// An older rules file: match only the rules added or changed since it (a backfill; see `replay
         /// --rules-changed-since`). Relative to the pipeline file.
         public var rulesChangedSince: String?
 
-        enum CodingKeys: String, CodingKey {
-            case rules, reload
-            case reloadCheck = "reload_check"
-            case healthTopic = "health_topic", healthMinEvents = "health_min_events", healthDropRatio = "health_drop_ratio"
-            case healthCheck = "health_check", rulesChangedSince = "rules_changed_since"
-        }
-
         /// Options.
-        public init(rules: String, reload: Bool = true, reloadCheck: ConfigDuration = .seconds(1)) {
+        public init(rules: String, reload: Bool = Settings.reload.default, reloadCheck: ConfigDuration = Settings.reloadCheck.default) {
             self.rules = rules
             self.reload = reload
             self.reloadCheck = reloadCheck
@@ -53,18 +68,18 @@ public final class MatchStage: Stage {
 
         /// Decodes the YAML keys `rules`, `reload`, `reload_check`.
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            rules = try c.decode(String.self, forKey: .rules)
-            reload = try c.decodeIfPresent(Bool.self, forKey: .reload) ?? true
-            reloadCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .reloadCheck) ?? .seconds(1)
-            healthTopic = try c.decodeIfPresent(String.self, forKey: .healthTopic)
-            healthMinEvents = try c.decodeIfPresent(Int.self, forKey: .healthMinEvents) ?? 100
-            healthDropRatio = try c.decodeIfPresent(Double.self, forKey: .healthDropRatio) ?? 0.1
-            healthCheck = try c.decodeIfPresent(ConfigDuration.self, forKey: .healthCheck) ?? .seconds(60)
-            rulesChangedSince = try c.decodeIfPresent(String.self, forKey: .rulesChangedSince)
-            if healthMinEvents < 1 { throw decoder.fail("'health_min_events' must be at least 1", forKey: CodingKeys.healthMinEvents, code: .badValue) }
+            let s = try decoder.settings(Self.settings)
+            rules = try s(Settings.rules)
+            reload = try s(Settings.reload)
+            reloadCheck = try s(Settings.reloadCheck)
+            healthTopic = try s.optional(Settings.healthTopic)
+            healthMinEvents = try s(Settings.healthMinEvents)
+            healthDropRatio = try s(Settings.healthDropRatio)
+            healthCheck = try s(Settings.healthCheck)
+            rulesChangedSince = try s.optional(Settings.rulesChangedSince)
+            if healthMinEvents < 1 { throw decoder.fail("'health_min_events' must be at least 1", forKey: Settings.healthMinEvents.codingKey, code: .badValue) }
             if !(healthDropRatio > 0 && healthDropRatio <= 1) {
-                throw decoder.fail("'health_drop_ratio' must be in (0, 1]", forKey: CodingKeys.healthDropRatio, code: .badValue)
+                throw decoder.fail("'health_drop_ratio' must be in (0, 1]", forKey: Settings.healthDropRatio.codingKey, code: .badValue)
             }
         }
     }

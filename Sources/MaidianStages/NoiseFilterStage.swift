@@ -14,27 +14,40 @@ import MaidianPipeline
 /// dead-lettered: `noise_filter.noise_dropped` in total and `noise_filter.<rule name>` per rule.
 public final class NoiseFilterStage: Stage {
     /// One kind of noise.
-    public struct Rule: Decodable, Sendable, Equatable {
+    public struct Rule: Decodable, Sendable, Equatable, SettingValue {
+        @usableFromInline enum Settings {
+            static let name = Setting<String>.required("name", "names the rule's counter: lower-case letters, digits and `_`, unique", example: "keyboard")
+            static let actions = Setting<[String]>.required("actions", "`$element_action` values of the noise clicks (at least one)", example: "[\"_keyboardTap:\"]")
+            @usableFromInline static let targets = Setting("targets", default: [String](), "only noise clicks with one of these `$element_target` values", example: "[UIKBKeyView]", documented: "`[]` (any)")
+            @usableFromInline static let beside = Setting("beside", default: [String](),
+                "`$element_action` values of the click the noise comes with; empty: the noise is dropped alone", example: "[\"_tabBarItemClicked:\"]")
+            @usableFromInline static let within = Setting("within", default: ConfigDuration.seconds(1),
+                "how far apart in event time the noise and the `beside` click may be (a duration)", example: "500ms")
+            @usableFromInline static let sameTarget = Setting("same_target", default: true, "the `beside` click must have the noise's `$element_target`", example: "false")
+        }
+        public static let nestedSettings: ConfigSpec? = ConfigSpec(
+            Settings.name, Settings.actions, Settings.targets, Settings.beside, Settings.within, Settings.sameTarget)
+        public static var settingType: String { "mapping" }
+        public var settingText: String { name }
+
         /// Names the rule's counter (`[a-z0-9_]`, unique).
         public var name: String
         /// `$element_action` values of the noise clicks.
         public var actions: [String]
         /// Only clicks with one of these `$element_target` values; empty: any target.
-        public var targets: [String] = []
+        public var targets = Settings.targets.default
         /// `$element_action` values of the click the noise comes beside; empty: the noise is dropped alone.
-        public var beside: [String] = []
+        public var beside = Settings.beside.default
         /// How far apart in event time the noise and the `beside` click may be.
-        public var within: ConfigDuration = .seconds(1)
+        public var within = Settings.within.default
         /// The `beside` click must have the same `$element_target` as the noise.
-        public var sameTarget = true
-
-        enum CodingKeys: String, CodingKey {
-            case name, actions, targets, beside, within
-            case sameTarget = "same_target"
-        }
+        public var sameTarget = Settings.sameTarget.default
 
         /// A rule for code and tests.
-        public init(name: String, actions: [String], targets: [String] = [], beside: [String] = [], within: ConfigDuration = .seconds(1), sameTarget: Bool = true) {
+        public init(
+            name: String, actions: [String], targets: [String] = Settings.targets.default, beside: [String] = Settings.beside.default,
+            within: ConfigDuration = Settings.within.default, sameTarget: Bool = Settings.sameTarget.default
+        ) {
             self.name = name
             self.actions = actions
             self.targets = targets
@@ -45,21 +58,21 @@ public final class NoiseFilterStage: Stage {
 
         /// Decodes and checks a rule.
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            name = try c.decode(String.self, forKey: .name)
-            actions = try c.decode([String].self, forKey: .actions)
-            targets = try c.decodeIfPresent([String].self, forKey: .targets) ?? []
-            beside = try c.decodeIfPresent([String].self, forKey: .beside) ?? []
-            within = try c.decodeIfPresent(ConfigDuration.self, forKey: .within) ?? .seconds(1)
-            sameTarget = try c.decodeIfPresent(Bool.self, forKey: .sameTarget) ?? true
+            let s = try decoder.settings(Self.nestedSettings!)
+            name = try s(Settings.name)
+            actions = try s(Settings.actions)
+            targets = try s(Settings.targets)
+            beside = try s(Settings.beside)
+            within = try s(Settings.within)
+            sameTarget = try s(Settings.sameTarget)
             if name.isEmpty || !name.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }) {
-                throw decoder.fail("rule name '\(name)' must be lower-case letters, digits and _", forKey: CodingKeys.name, code: .badValue)
+                throw decoder.fail("rule name '\(name)' must be lower-case letters, digits and _", forKey: Settings.name.codingKey, code: .badValue)
             }
             if actions.isEmpty || actions.contains(where: \.isEmpty) {
-                throw decoder.fail("'actions' must list at least one $element_action value", forKey: CodingKeys.actions, code: .badValue)
+                throw decoder.fail("'actions' must list at least one $element_action value", forKey: Settings.actions.codingKey, code: .badValue)
             }
             if let both = actions.first(where: beside.contains) {
-                throw decoder.fail("'\(both)' is in both 'actions' and 'beside'", forKey: CodingKeys.beside, code: .badValue)
+                throw decoder.fail("'\(both)' is in both 'actions' and 'beside'", forKey: Settings.beside.codingKey, code: .badValue)
             }
         }
 
@@ -68,22 +81,24 @@ public final class NoiseFilterStage: Stage {
     }
 
     /// The stage's options.
-    public struct Config: Decodable, Sendable {
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        @usableFromInline enum Settings {
+            @usableFromInline static let rules = Setting("rules", default: [Rule.tabBarTouches], "the kinds of noise; `[]` drops nothing",
+                example: "[{name: keyboard, actions: [\"_keyboardTap:\"], targets: [UIKBKeyView]}]", documented: "the `tab_bar_touch` rule above")
+        }
+        public static let settings = ConfigSpec(Settings.rules)
         /// The kinds of noise; `[]` drops nothing.
-        public var rules: [Rule] = [.tabBarTouches]
-
-        enum CodingKeys: String, CodingKey { case rules }
+        public var rules = Settings.rules.default
 
         /// Options for code and tests.
-        public init(rules: [Rule] = [.tabBarTouches]) { self.rules = rules }
+        public init(rules: [Rule] = Settings.rules.default) { self.rules = rules }
 
         /// Decodes `rules` and checks that rule names are unique.
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            rules = try c.decodeIfPresent([Rule].self, forKey: .rules) ?? [.tabBarTouches]
+            rules = try decoder.settings(Self.settings)(Settings.rules)
             var seen = Set<String>()
             for r in rules where !seen.insert(r.name).inserted {
-                throw decoder.fail("two noise rules are named '\(r.name)'", forKey: CodingKeys.rules, code: .badValue)
+                throw decoder.fail("two noise rules are named '\(r.name)'", forKey: Settings.rules.codingKey, code: .badValue)
             }
         }
     }

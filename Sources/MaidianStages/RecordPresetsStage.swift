@@ -5,14 +5,18 @@ import MaidianPipeline
 /// `$receive_time` from header `received_at`, `$project` from the event's `project`, else header `project`,
 /// else the default. Never overwrites a property the client sent.
 public final class RecordPresetsStage: Stage {
-    public struct Config: Decodable, Sendable {
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        enum Settings {
+            static let defaultProject = Setting("default_project", default: "default",
+                "`$project` when neither the event nor the record names one", example: "shop")
+        }
+        public static let settings = ConfigSpec(Settings.defaultProject)
         /// Project name when neither the event nor the record names one.
-        public var defaultProject: String = "default"
-        enum CodingKeys: String, CodingKey { case defaultProject = "default_project" }
+        public var defaultProject = Settings.defaultProject.default
         public init() {}
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            defaultProject = try c.decodeIfPresent(String.self, forKey: .defaultProject) ?? "default"
+            let s = try decoder.settings(Self.settings)
+            defaultProject = try s(Settings.defaultProject)
         }
     }
 

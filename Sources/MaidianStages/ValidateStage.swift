@@ -4,23 +4,29 @@ import MaidianPipeline
 /// Validates events and fixes their properties (wire format §2): invalid events go to the dead-letter topic
 /// with their reason; invalid properties are dropped or repaired and listed in `$dropped_properties`.
 public final class ValidateStage: Stage {
-    public struct Config: Decodable, Sendable {
-        /// Longest kept string value in UTF-8 bytes; longer ones are cut at a character boundary and get `$`.
-        public var maxStringBytes: Int = 8191
-        /// Longest accepted `distinct_id` in bytes.
-        public var maxDistinctIDBytes: Int = 255
-        /// Add `$dropped_properties` listing every dropped property name.
-        public var listDropped: Bool = true
-
-        enum CodingKeys: String, CodingKey {
-            case maxStringBytes = "max_string_bytes", maxDistinctIDBytes = "max_distinct_id_bytes", listDropped = "list_dropped"
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        enum Settings {
+            static let maxStringBytes = Setting("max_string_bytes", default: 8191,
+                "longest kept string property value in UTF-8 bytes; longer ones are cut at a character boundary and get `$` appended. At least 1", example: "4096")
+            static let maxDistinctIDBytes = Setting("max_distinct_id_bytes", default: 255,
+                "longest accepted `distinct_id` in bytes; longer ones fail as `bad_distinct_id`", example: "128")
+            static let listDropped = Setting("list_dropped", default: true,
+                "add `$dropped_properties` listing every dropped property name", example: "false")
         }
+        public static let settings = ConfigSpec(Settings.maxStringBytes, Settings.maxDistinctIDBytes, Settings.listDropped)
+        /// Longest kept string value in UTF-8 bytes; longer ones are cut at a character boundary and get `$`.
+        public var maxStringBytes = Settings.maxStringBytes.default
+        /// Longest accepted `distinct_id` in bytes.
+        public var maxDistinctIDBytes = Settings.maxDistinctIDBytes.default
+        /// Add `$dropped_properties` listing every dropped property name.
+        public var listDropped = Settings.listDropped.default
+
         public init() {}
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            maxStringBytes = try c.decodeIfPresent(Int.self, forKey: .maxStringBytes) ?? 8191
-            maxDistinctIDBytes = try c.decodeIfPresent(Int.self, forKey: .maxDistinctIDBytes) ?? 255
-            listDropped = try c.decodeIfPresent(Bool.self, forKey: .listDropped) ?? true
+            let s = try decoder.settings(Self.settings)
+            maxStringBytes = try s(Settings.maxStringBytes)
+            maxDistinctIDBytes = try s(Settings.maxDistinctIDBytes)
+            listDropped = try s(Settings.listDropped)
             if maxStringBytes < 1 { throw PipelineError(code: .badValue, message: "max_string_bytes must be at least 1") }
         }
     }

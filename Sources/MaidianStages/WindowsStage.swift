@@ -11,7 +11,9 @@ import MaidianPipeline
 /// key's internal partition, which merges the partials of every source partition (see `WindowMerger`).
 public final class WindowsStage: Stage, Repartitioning {
     /// Event names per role (wire format §3).
-    public struct Roles: Decodable, Sendable {
+    public struct Roles: Decodable, Sendable, SettingValue {
+        public static var settingType: String { "mapping" }
+        public var settingText: String { "" }
         public var pageEnter = ["$AppViewScreen", "enter_view"]
         public var pageLeave = ["$AppPageLeave", "leave_view"]
         public var click = ["$AppClick"]
@@ -35,59 +37,84 @@ public final class WindowsStage: Stage, Repartitioning {
     }
 
     /// The stage's options (pipelines/README.md documents each).
-    public struct Config: Decodable, Sendable {
-        public var window = ConfigDuration(milliseconds: 60_000)
-        public var lateness = ConfigDuration(milliseconds: 30_000)
-        /// How far behind the watermark a late event still counts (wire format §5); further: too late.
-        public var allowedLateness = ConfigDuration(milliseconds: 24 * 3_600_000)
-        /// A window changed by late events is written again at most once per this much time.
-        public var lateFlush = ConfigDuration(milliseconds: 10_000)
-        public var idleTimeout = ConfigDuration(milliseconds: 60_000)
-        public var by = ["app_version"]
-        public var visitTimeout = ConfigDuration(milliseconds: 30 * 60_000)
-        public var trailLength = 20
-        public var trailMaxAge = ConfigDuration(milliseconds: 60 * 60_000)
-        public var ignorePages: [String] = []
-        public var roles = Roles()
-        public var countsTopic = "metrics.counts"
-        public var dwellTopic = "metrics.dwell"
-        public var trailsTopic = "crash.trails"
-        public var partialsTopic: String?
-
-        enum CodingKeys: String, CodingKey {
-            case window, lateness, allowedLateness = "allowed_lateness", lateFlush = "late_flush", idleTimeout = "idle_timeout", by, visitTimeout = "visit_timeout"
-            case trailLength = "trail_length", trailMaxAge = "trail_max_age", ignorePages = "ignore_pages", roles
-            case countsTopic = "counts_topic", dwellTopic = "dwell_topic", trailsTopic = "trails_topic", partialsTopic = "partials_topic"
+    public struct Config: Decodable, Sendable, DeclaredSettings {
+        enum Settings {
+            static let window = Setting("window", default: ConfigDuration.seconds(60), "window size (more than 0)", example: "5m")
+            static let lateness = Setting("lateness", default: ConfigDuration.seconds(30), "watermark = newest event time − this; older events are late", example: "2m")
+            static let allowedLateness = Setting("allowed_lateness", default: ConfigDuration.hours(24),
+                "how far behind the watermark a late event still counts, pairs and trails; further: too late (not negative)", example: "6h")
+            static let lateFlush = Setting("late_flush", default: ConfigDuration.seconds(10),
+                "a window changed by late events is written again at most once per this much time (not negative)", example: "1m")
+            static let idleTimeout = Setting("idle_timeout", default: ConfigDuration.seconds(60),
+                "wall time without input after which a source partition stops holding windows back (more than 0)", example: "5m")
+            static let by = Setting("by", default: ["app_version"],
+                "dims: `app_version` (`$app_version`, else `lib.$app_version`) or any property name: the client's own, else one an earlier stage added (presets such as `$province`, `$city`, `$brand`, `$device_type`, `$project`; an action rule's `userDefined` names). Strings, numbers and booleans; an event without the property has no such dim. Not `content`",
+                example: "[app_version, $province]")
+            static let visitTimeout = Setting("visit_timeout", default: ConfigDuration.minutes(30),
+                "an open visit closes `timeout` once the install's own clock, or the watermark after the install's silence of this long, passes its enter time plus this (more than 0)", example: "10m")
+            static let trailLength = Setting("trail_length", default: 20, "page enters and clicks per crash trail (not negative)", example: "50")
+            static let trailMaxAge = Setting("trail_max_age", default: ConfigDuration.hours(1),
+                "trail entries older than this before the crash are left out (bounds the state; more than 0)", example: "30m")
+            static let ignorePages = Setting("ignore_pages", default: [String](), "pages ignored besides the defaults and the rules file's", example: "[SplashViewController]")
+            static let roles = Setting("roles", default: Roles(),
+                "event names per role: `page_enter`, `page_leave`, `click`, `app_start`, `app_end`, `crash` (each a list)",
+                example: "{page_enter: [$AppViewScreen, MyScreen]}", documented: "[wire format §3](../docs/wire-format.md#3-roles-and-element-identity)")
+            static let countsTopic = Setting("counts_topic", default: "metrics.counts",
+                "windowed counts (compacted; key `{metric}|{rule}|{window_start}|{dims}`)", example: "app.counts")
+            static let dwellTopic = Setting("dwell_topic", default: "metrics.dwell", "one record per closed visit (key `distinct_id`)", example: "app.dwell")
+            static let trailsTopic = Setting("trails_topic", default: "crash.trails", "one record per crash (key `distinct_id`)", example: "app.trails")
+            static let partialsTopic = Setting<String>.optional("partials_topic",
+                "internal: partial aggregates on their way to the merging worker", example: "app.partials", documented: "`<group>.partials`")
         }
+        public static let settings = ConfigSpec(
+            Settings.window, Settings.lateness, Settings.allowedLateness, Settings.lateFlush, Settings.idleTimeout, Settings.by,
+            Settings.visitTimeout, Settings.trailLength, Settings.trailMaxAge, Settings.ignorePages, Settings.roles,
+            Settings.countsTopic, Settings.dwellTopic, Settings.trailsTopic, Settings.partialsTopic)
+        public var window = Settings.window.default
+        public var lateness = Settings.lateness.default
+        /// How far behind the watermark a late event still counts (wire format §5); further: too late.
+        public var allowedLateness = Settings.allowedLateness.default
+        /// A window changed by late events is written again at most once per this much time.
+        public var lateFlush = Settings.lateFlush.default
+        public var idleTimeout = Settings.idleTimeout.default
+        public var by = Settings.by.default
+        public var visitTimeout = Settings.visitTimeout.default
+        public var trailLength = Settings.trailLength.default
+        public var trailMaxAge = Settings.trailMaxAge.default
+        public var ignorePages = Settings.ignorePages.default
+        public var roles = Settings.roles.default
+        public var countsTopic = Settings.countsTopic.default
+        public var dwellTopic = Settings.dwellTopic.default
+        public var trailsTopic = Settings.trailsTopic.default
+        public var partialsTopic: String?
 
         public init() {}
 
         public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            let d = Config()
-            func positive(_ key: CodingKeys, _ def: ConfigDuration) throws -> ConfigDuration {
-                let v = try c.decodeIfPresent(ConfigDuration.self, forKey: key) ?? def
-                if v.milliseconds <= 0 { throw PipelineError(code: .badValue, message: "'\(key.rawValue)' must be positive") }
+            let s = try decoder.settings(Self.settings)
+            func positive(_ setting: Setting<ConfigDuration>) throws -> ConfigDuration {
+                let v = try s(setting)
+                if v.milliseconds <= 0 { throw PipelineError(code: .badValue, message: "'\(setting.key)' must be positive") }
                 return v
             }
-            window = try positive(.window, d.window)
-            lateness = try c.decodeIfPresent(ConfigDuration.self, forKey: .lateness) ?? d.lateness
-            allowedLateness = try c.decodeIfPresent(ConfigDuration.self, forKey: .allowedLateness) ?? d.allowedLateness
+            window = try positive(Settings.window)
+            lateness = try s(Settings.lateness)
+            allowedLateness = try s(Settings.allowedLateness)
             if allowedLateness.milliseconds < 0 { throw PipelineError(code: .badValue, message: "'allowed_lateness' must not be negative") }
-            lateFlush = try c.decodeIfPresent(ConfigDuration.self, forKey: .lateFlush) ?? d.lateFlush
+            lateFlush = try s(Settings.lateFlush)
             if lateFlush.milliseconds < 0 { throw PipelineError(code: .badValue, message: "'late_flush' must not be negative") }
-            idleTimeout = try positive(.idleTimeout, d.idleTimeout)
-            by = try c.decodeIfPresent([String].self, forKey: .by) ?? d.by
-            visitTimeout = try positive(.visitTimeout, d.visitTimeout)
-            trailLength = try c.decodeIfPresent(Int.self, forKey: .trailLength) ?? d.trailLength
+            idleTimeout = try positive(Settings.idleTimeout)
+            by = try s(Settings.by)
+            visitTimeout = try positive(Settings.visitTimeout)
+            trailLength = try s(Settings.trailLength)
             if trailLength < 0 { throw PipelineError(code: .badValue, message: "'trail_length' must not be negative") }
-            trailMaxAge = try positive(.trailMaxAge, d.trailMaxAge)
-            ignorePages = try c.decodeIfPresent([String].self, forKey: .ignorePages) ?? []
-            roles = try c.decodeIfPresent(Roles.self, forKey: .roles) ?? d.roles
-            countsTopic = try c.decodeIfPresent(String.self, forKey: .countsTopic) ?? d.countsTopic
-            dwellTopic = try c.decodeIfPresent(String.self, forKey: .dwellTopic) ?? d.dwellTopic
-            trailsTopic = try c.decodeIfPresent(String.self, forKey: .trailsTopic) ?? d.trailsTopic
-            partialsTopic = try c.decodeIfPresent(String.self, forKey: .partialsTopic)
+            trailMaxAge = try positive(Settings.trailMaxAge)
+            ignorePages = try s(Settings.ignorePages)
+            roles = try s(Settings.roles)
+            countsTopic = try s(Settings.countsTopic)
+            dwellTopic = try s(Settings.dwellTopic)
+            trailsTopic = try s(Settings.trailsTopic)
+            partialsTopic = try s.optional(Settings.partialsTopic)
             if by.contains("content") { throw PipelineError(code: .badValue, message: "'content' is the dimension of group_by_content rules; it cannot be listed in 'by'") }
         }
     }

@@ -1,0 +1,291 @@
+// A stage's settings declared once, as data (after Redpanda Connect's `ConfigSpec`): each setting's key,
+// type, default, meaning and an example. The stage's decoder reads its keys through the declaration (so a
+// default is written once and every declared key is known to the unknown-key check), and the reference
+// (`maidian stages --describe KIND`, the generated tables of pipelines/README.md) is printed from it.
+
+import Foundation
+
+/// A type a stage setting can hold: its name in the reference and how a value of it is written in YAML.
+public protocol SettingValue: Decodable, Sendable {
+    /// The type's name in the reference (`duration`, `integer`, `list of string`).
+    static var settingType: String { get }
+    /// The value as written in a pipeline file (`10m`, `[app_version]`).
+    var settingText: String { get }
+    /// The settings of one element, for a mapping (or a list of mappings) declared setting by setting.
+    static var nestedSettings: ConfigSpec? { get }
+}
+
+extension SettingValue {
+    public static var nestedSettings: ConfigSpec? { nil }
+}
+
+extension String: SettingValue {
+    public static var settingType: String { "string" }
+    public var settingText: String { self }
+}
+
+extension Int: SettingValue {
+    public static var settingType: String { "integer" }
+    public var settingText: String { String(self) }
+}
+
+extension Double: SettingValue {
+    public static var settingType: String { "number" }
+    public var settingText: String { String(self) }
+}
+
+extension Bool: SettingValue {
+    public static var settingType: String { "bool" }
+    public var settingText: String { self ? "true" : "false" }
+}
+
+extension ConfigDuration: SettingValue {
+    public static var settingType: String { "duration" }
+    public var settingText: String { description }
+}
+
+extension Array: SettingValue where Element: SettingValue {
+    public static var settingType: String { "list of \(Element.settingType)" }
+    public var settingText: String { "[" + map(\.settingText).joined(separator: ", ") + "]" }
+    public static var nestedSettings: ConfigSpec? { Element.nestedSettings }
+}
+
+/// One setting: its YAML key, default, meaning and an example value. `Value` is its type.
+public struct Setting<Value: SettingValue>: Sendable {
+    /// The YAML key.
+    public let key: String
+    /// The value when the key is absent; nil for a required setting or an optional one without a default.
+    public let defaultValue: Value?
+    /// Absent is an error.
+    public let isRequired: Bool
+    /// What it does, with its constraints (one sentence or two, Markdown).
+    public let meaning: String
+    /// A valid value as written in YAML (decoded by a test).
+    public let example: String
+    /// How the reference states the default when the value alone would not say it (Markdown).
+    public let documentedDefault: String?
+
+    /// A setting with a default.
+    public init(_ key: String, default value: Value, _ meaning: String, example: String, documented: String? = nil) {
+        self.init(key: key, defaultValue: value, isRequired: false, meaning: meaning, example: example, documented: documented)
+    }
+
+    private init(key: String, defaultValue: Value?, isRequired: Bool, meaning: String, example: String, documented: String?) {
+        self.key = key
+        self.defaultValue = defaultValue
+        self.isRequired = isRequired
+        self.meaning = meaning
+        self.example = example
+        self.documentedDefault = documented
+    }
+
+    /// A setting that must be given.
+    public static func required(_ key: String, _ meaning: String, example: String) -> Setting {
+        Setting(key: key, defaultValue: nil, isRequired: true, meaning: meaning, example: example, documented: nil)
+    }
+
+    /// A setting without a default: absent is nil. `documented` says what absent means.
+    public static func optional(_ key: String, _ meaning: String, example: String, documented: String) -> Setting {
+        Setting(key: key, defaultValue: nil, isRequired: false, meaning: meaning, example: example, documented: documented)
+    }
+
+    /// The default (only for settings declared with one).
+    public var `default`: Value {
+        guard let defaultValue else { preconditionFailure("setting '\(key)' has no default") }
+        return defaultValue
+    }
+
+    /// The key, for ``Swift/Decoder/fail(_:forKey:hint:code:)``.
+    public var codingKey: SettingKey { SettingKey(key) }
+}
+
+/// A setting of any type, as the reference shows it.
+public protocol AnySetting: Sendable {
+    /// The setting's row in the reference.
+    var entry: ConfigSpec.Entry { get }
+}
+
+extension Setting: AnySetting {
+    public var entry: ConfigSpec.Entry {
+        let shown: String
+        if let documentedDefault { shown = documentedDefault }
+        else if isRequired { shown = "*required*" }
+        else if let defaultValue { shown = "`" + (defaultValue.settingText.isEmpty ? "\"\"" : defaultValue.settingText) + "`" }
+        else { shown = "none" }
+        return ConfigSpec.Entry(
+            key: key, type: Value.settingType, defaultText: shown, meaning: meaning, example: example,
+            nested: Value.nestedSettings)
+    }
+}
+
+/// The settings of a stage (or of a mapping inside one), in the order the reference lists them.
+public struct ConfigSpec: Sendable {
+    /// One setting as the reference shows it.
+    public struct Entry: Sendable {
+        public var key: String
+        public var type: String
+        /// Markdown: `` `10m` ``, `*required*`, or words.
+        public var defaultText: String
+        public var meaning: String
+        public var example: String
+        /// The settings of the mapping(s) it holds, if declared.
+        public var nested: ConfigSpec?
+    }
+
+    /// The settings.
+    public var entries: [Entry]
+
+    /// A declaration of `settings`.
+    public init(_ settings: any AnySetting...) {
+        entries = settings.map(\.entry)
+    }
+
+    /// The YAML keys, in order.
+    public var keys: [String] { entries.map(\.key) }
+
+    /// Every row, nested mappings' keys prefixed by their parent's (`rules[].name`).
+    public var flattened: [Entry] {
+        entries.flatMap { e -> [Entry] in
+            guard let nested = e.nested else { return [e] }
+            let prefix = e.key + (e.type.hasPrefix("list of") ? "[]." : ".")
+            return [e] + nested.flattened.map { var n = $0; n.key = prefix + n.key; return n }
+        }
+    }
+}
+
+/// A config type whose settings are declared as a ``ConfigSpec`` (the reference of its stage).
+public protocol DeclaredSettings {
+    /// The settings, in reference order.
+    static var settings: ConfigSpec { get }
+}
+
+/// A YAML key as a `CodingKey`.
+public struct SettingKey: CodingKey, Sendable {
+    public var stringValue: String
+    public var intValue: Int? { nil }
+    public init(_ key: String) { stringValue = key }
+    public init?(stringValue: String) { self.stringValue = stringValue }
+    public init?(intValue: Int) { nil }
+}
+
+/// Reads a mapping's settings through their declarations (``Swift/Decoder/settings(_:)``).
+public struct SettingsReader {
+    let container: KeyedDecodingContainer<SettingKey>
+
+    /// The setting's value: its default when the key is absent (or null); a required setting's absence is a
+    /// located `missing key` error.
+    public func callAsFunction<V>(_ setting: Setting<V>) throws -> V {
+        if setting.isRequired || setting.defaultValue == nil {
+            guard setting.isRequired else { preconditionFailure("use optional(_:) for '\(setting.key)'") }
+            return try container.decode(V.self, forKey: setting.codingKey)
+        }
+        return try container.decodeIfPresent(V.self, forKey: setting.codingKey) ?? setting.default
+    }
+
+    /// An optional setting's value; nil when absent.
+    public func optional<V>(_ setting: Setting<V>) throws -> V? {
+        try container.decodeIfPresent(V.self, forKey: setting.codingKey)
+    }
+}
+
+extension Decoder {
+    /// The mapping being decoded, read through `spec`: every declared key counts as known at once (so the
+    /// unknown-key check and its `did you mean` hints come from the declaration even when a later check fails).
+    public func settings(_ spec: ConfigSpec) throws -> SettingsReader {
+        let c = try container(keyedBy: SettingKey.self)
+        for key in spec.keys { _ = c.contains(SettingKey(key)) }
+        return SettingsReader(container: c)
+    }
+}
+
+extension StageFactory {
+    /// The reference of this kind: its summary and settings as text (`maidian stages --describe KIND`).
+    public func describe() -> String {
+        var out = "\(kind): \(summary)\n"
+        guard let spec = settings else { return out + "\n(this stage declares no settings reference)\n" }
+        if spec.entries.isEmpty { return out + "\nno settings\n" }
+        out += "\nsettings:\n"
+        for e in spec.flattened {
+            let shown = e.defaultText == "*required*" ? "required" : "default " + Self.plain(e.defaultText)
+            out += "  \(e.key) (\(e.type), \(shown))\n"
+            out += "      \(Self.plain(e.meaning))\n"
+            out += "      example: \(e.key.split(separator: ".").last ?? "")\(e.example.isEmpty ? ":" : ": " + e.example)\n"
+        }
+        return out
+    }
+
+    /// The settings as a Markdown table (the generated part of pipelines/README.md).
+    public func markdownTable() -> String {
+        guard let spec = settings else { return "" }
+        var out = "| key | type | default | meaning | example |\n| --- | --- | --- | --- | --- |\n"
+        for e in spec.flattened {
+            let cells = ["`\(e.key)`", e.type, e.defaultText, e.meaning, "`\(e.example)`"]
+            out += "| " + cells.map { $0.replacingPipes() }.joined(separator: " | ") + " |\n"
+        }
+        return out
+    }
+
+    /// Markdown without emphasis and backticks, and links reduced to their text, for a terminal.
+    static func plain(_ markdown: String) -> String {
+        var s = markdown.replacingOccurrences(of: "`", with: "").replacingOccurrences(of: "*", with: "")
+        // [text](target) → text
+        while let mid = s.range(of: "]("), let open = s.range(of: "[", options: .backwards, range: s.startIndex..<mid.lowerBound),
+              let close = s.range(of: ")", range: mid.upperBound..<s.endIndex) {
+            s.replaceSubrange(open.lowerBound..<close.upperBound, with: s[open.upperBound..<mid.lowerBound])
+        }
+        return s
+    }
+}
+
+extension String {
+    /// A table cell: `|` escaped (keys such as `{metric}|{rule}` stay in one cell).
+    fileprivate func replacingPipes() -> String {
+        var out = ""
+        var previous: Character = " "
+        for ch in self {
+            if ch == "|" && previous != "\\" { out += "\\|" } else { out.append(ch) }
+            previous = ch
+        }
+        return out
+    }
+}
+
+extension StageRegistry {
+    /// The lines around a kind's generated settings table in a Markdown file (pipelines/README.md).
+    public static func referenceMarkers(_ kind: String) -> (begin: String, end: String) {
+        ("<!-- settings:\(kind) generated by `maidian stages --write-reference FILE` from the stage's declaration: edit that, not this table -->",
+         "<!-- /settings:\(kind) -->")
+    }
+
+    /// `markdown` with the table between each kind's markers replaced by the kind's reference as declared now.
+    ///
+    /// - Throws: ``PipelineError`` when a marker names a kind this registry lacks, a marker is not closed, or a
+    ///   kind that declares its settings has no markers in `markdown` (`file` names it in the message).
+    public func updatingReference(in markdown: String, file: String) throws -> String {
+        var out: [Substring] = []
+        var seen: Set<String> = []
+        var lines = markdown.split(separator: "\n", omittingEmptySubsequences: false)[...]
+        while let line = lines.popFirst() {
+            guard line.hasPrefix("<!-- settings:") else { out.append(line); continue }
+            let kind = String(line.dropFirst("<!-- settings:".count).prefix { $0 != " " && $0 != "-" })
+            guard let factory = factory(for: kind), factory.settings != nil else {
+                throw PipelineError(code: .invalid, message: "\(file): settings reference for unknown kind '\(kind)'")
+            }
+            let markers = Self.referenceMarkers(kind)
+            guard let end = lines.firstIndex(where: { $0 == markers.end }) else {
+                throw PipelineError(code: .invalid, message: "\(file): '\(markers.end)' missing")
+            }
+            lines = lines[(end + 1)...]
+            seen.insert(kind)
+            let table = factory.markdownTable()
+            out.append(Substring(markers.begin))
+            out.append(contentsOf: table.dropLast().split(separator: "\n", omittingEmptySubsequences: false))
+            out.append(Substring(markers.end))
+        }
+        if let missing = order.first(where: { factories[$0]?.settings != nil && !seen.contains($0) }) {
+            throw PipelineError(code: .invalid, message: "\(file): no settings reference for '\(missing)'",
+                                hint: "add the lines '\(Self.referenceMarkers(missing).begin)' and '\(Self.referenceMarkers(missing).end)'")
+        }
+        return out.joined(separator: "\n")
+    }
+}
