@@ -48,17 +48,22 @@ let package = Package(
             name: "MaidianRecording",
             dependencies: ["MaidianEvents"]
         ),
+        // YAML with positions: documents, `${VAR}` substitution, the located decoder, durations and sizes,
+        // declared settings. What pipeline files and rules files share (MaidianPipeline re-exports it).
+        .target(
+            name: "MaidianConfig",
+            dependencies: ["MaidianEvents", .product(name: "Yams", package: "Yams")]
+        ),
         .target(
             name: "MaidianPipeline",
             dependencies: [
-                "MaidianEvents",
-                .product(name: "Yams", package: "Yams"),
+                "MaidianConfig", "MaidianEvents",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "MaidianRules",
-            dependencies: ["MaidianPipeline", "MaidianEvents", "CHyperscan"]
+            dependencies: ["MaidianConfig", "MaidianEvents", "CHyperscan"]
         ),
         .target(
             name: "MaidianStages",

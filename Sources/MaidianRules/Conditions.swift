@@ -1,5 +1,5 @@
 import MaidianEvents
-import MaidianPipeline
+import MaidianConfig
 
 // `where:` conditions (and regexes on `page_path` / `content`). They read properties the matcher's index
 // does not know about, so they are not part of any index key: a rule's conditions are checked only once its

@@ -1,5 +1,5 @@
 import MaidianEvents
-import MaidianPipeline
+import MaidianConfig
 
 // The matcher's load-time index. Every exact-match field of a rule goes into a 64-bit hash key, so an event
 // finds its candidate rules with a few hash look-ups whatever the number of rules; candidates are then checked

@@ -1,4 +1,4 @@
-import MaidianPipeline
+import MaidianConfig
 
 /// A parsed rules file (wire format §4): what operators circle-selected.
 public struct RulesFile: Sendable, Decodable {

@@ -133,7 +133,7 @@ public struct PipelineErrors: Error, CustomStringConvertible {
         }
     }
 
-    static func sortedUnique(_ errors: [PipelineError]) -> [PipelineError] {
+    package static func sortedUnique(_ errors: [PipelineError]) -> [PipelineError] {
         var seen = Set<String>()
         var out: [PipelineError] = []
         for e in errors where seen.insert(e.description).inserted { out.append(e) }
