@@ -79,14 +79,10 @@ public final class LocationStage: Stage {
     public private(set) var database: GeoDatabase
     let path: String
     let locale: String
-    let reloadEvery: Duration
     let cacheSize: Int
     var logger: Logger
-    let clock = ContinuousClock()
-    var nextCheck: ContinuousClock.Instant
-    /// A file version that failed to open: not tried again until the file changes once more.
-    var failedStamp: GeoFileStamp?
-    var missingWarned = false
+    /// When the database file is due for reopening.
+    var watch: FileWatch
 
     let located: StageCounter
     let lookups: StageCounter
@@ -119,7 +115,6 @@ public final class LocationStage: Stage {
     public init(config: Config, context: StageContext) throws {
         path = context.resolvePath(config.database)
         locale = config.locale
-        reloadEvery = .milliseconds(config.reloadCheck.milliseconds)
         cacheSize = config.cacheSize
         logger = context.logger
         do {
@@ -127,7 +122,7 @@ public final class LocationStage: Stage {
         } catch {
             throw LocationStage.configError(error, location: config.databaseLocation)
         }
-        nextCheck = clock.now.advanced(by: reloadEvery)
+        watch = FileWatch(path: path, every: .milliseconds(config.reloadCheck.milliseconds), loaded: database.stamp)
         located = context.counter("located")
         lookups = context.counter("lookups")
         reloads = context.counter("reloads")
@@ -159,7 +154,7 @@ public final class LocationStage: Stage {
 
     /// Swaps in a new database version if the file changed (between batches), then enriches the batch.
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        if reloadEvery == .zero || clock.now >= nextCheck { checkForNewDatabase() }
+        checkForNewDatabase(whenDue: true)
         epoch &+= 1
         let n = batch.events.count
         var lastRecord: Int32 = -1
@@ -290,21 +285,20 @@ public final class LocationStage: Stage {
     }
 
     /// Between batches: opens the database file again when it changed, and swaps it in when it opens.
-    func checkForNewDatabase() {
-        nextCheck = clock.now.advanced(by: reloadEvery)
-        guard let stamp = GeoFileStamp(path: path) else {
-            if !missingWarned {
-                missingWarned = true
-                logger.warning("geo database file is gone; keeping the loaded one", metadata: ["database": "\(path)"])
-            }
+    /// `whenDue`: only once `reload_check` passed since the last look.
+    func checkForNewDatabase(whenDue: Bool = false) {
+        let stamp: GeoFileStamp
+        switch watch.check(anyway: !whenDue) {
+        case .unchanged: return
+        case .gone:
+            logger.warning("geo database file is gone; keeping the loaded one", metadata: ["database": "\(path)"])
             return
+        case .changed(let s): stamp = s
         }
-        missingWarned = false
-        if stamp == database.stamp || stamp == failedStamp { return }
         do {
             let fresh = try GeoDatabase(path: path)
             database = fresh
-            failedStamp = nil
+            watch.loaded(fresh.stamp)
             clearCache()
             reloads.add()
             logger.info("geo database reloaded", metadata: [
@@ -315,7 +309,7 @@ public final class LocationStage: Stage {
                 // A copy in progress: try again at the next check.
                 logger.debug("geo database file is changing; will retry", metadata: ["database": "\(path)"])
             } else {
-                failedStamp = stamp
+                watch.failed(stamp)
                 logger.warning("new geo database file does not open; keeping the loaded one", metadata: [
                     "database": "\(path)", "error": "\(error)",
                 ])

@@ -96,17 +96,12 @@ public final class MatchStage: Stage {
     // Reloading (worker thread only, except `mailbox`).
     /// The rules file; nil when the stage was built from a matcher.
     let rulesPath: String?
-    /// nil: no reloading.
-    let reloadEvery: Duration?
+    /// When the rules file is due for loading; nil: no reloading.
+    private var watch: FileWatch?
     /// `rules_changed_since`, resolved.
     let changedSince: String?
     private var logger: Logger
     private let clock = ContinuousClock()
-    private var nextCheck: ContinuousClock.Instant
-    private var loadedStamp: GeoFileStamp?
-    /// A file version that failed to load: not tried again until the file changes once more.
-    private var failedStamp: GeoFileStamp?
-    private var missingWarned = false
     /// A background load is under way; its result arrives in `mailbox`.
     private var loading = false
     private let mailbox = RulesMailbox()
@@ -130,10 +125,8 @@ public final class MatchStage: Stage {
         changedSince = since
         matcher = try RuleMatcher(rules: Self.load(path, changedSince: since))
         rulesPath = path
-        reloadEvery = config.reload ? .milliseconds(config.reloadCheck.milliseconds) : nil
-        loadedStamp = stamp
+        watch = config.reload ? FileWatch(path: path, every: .milliseconds(config.reloadCheck.milliseconds), loaded: stamp) : nil
         logger = context.logger
-        nextCheck = clock.now.advanced(by: reloadEvery ?? .zero)
         matchedCounter = context.counter("matched")
         reloads = context.counter("rules_reloads")
         reloadFailures = context.counter("rules_reload_failures")
@@ -158,9 +151,7 @@ public final class MatchStage: Stage {
         self.matcher = matcher
         rulesPath = nil
         changedSince = nil
-        reloadEvery = nil
         logger = context.logger
-        nextCheck = clock.now
         matchedCounter = context.counter("matched")
         reloads = context.counter("rules_reloads")
         reloadFailures = context.counter("rules_reload_failures")
@@ -176,7 +167,7 @@ public final class MatchStage: Stage {
     ].map { Array($0.utf8) }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        if let every = reloadEvery { reloadBetweenBatches(every) }
+        if watch != nil { reloadBetweenBatches() }
         let matcher = self.matcher
         if matcher.isEmpty { return }
         if ignoredFor !== matcher {
@@ -819,27 +810,25 @@ extension MatchStage {
     }
 
     /// Between batches: installs a rule set loaded in the background, and looks at the file when it is time.
-    private func reloadBetweenBatches(_ every: Duration) {
+    private func reloadBetweenBatches() {
         if loading, let delivery = mailbox.take() {
             loading = false
             install(delivery)
         }
-        if !loading && (every == .zero || clock.now >= nextCheck) { checkRulesFile(every) }
+        if !loading { checkRulesFile() }
     }
 
     /// Starts loading the rules file on a background thread when its stamp changed.
-    private func checkRulesFile(_ every: Duration) {
-        nextCheck = clock.now.advanced(by: every)
-        guard let path = rulesPath else { return }
-        guard let stamp = GeoFileStamp(path: path) else {
-            if !missingWarned {
-                missingWarned = true
-                logger.warning("rules file is gone; keeping the loaded rules", metadata: ["rules": "\(path)", "version": "\(version)"])
-            }
+    private func checkRulesFile() {
+        guard let path = rulesPath, let finding = watch?.check() else { return }
+        let stamp: GeoFileStamp
+        switch finding {
+        case .unchanged: return
+        case .gone:
+            logger.warning("rules file is gone; keeping the loaded rules", metadata: ["rules": "\(path)", "version": "\(version)"])
             return
+        case .changed(let s): stamp = s
         }
-        missingWarned = false
-        if stamp == loadedStamp || stamp == failedStamp { return }
         loading = true
         let mailbox = self.mailbox
         let since = changedSince
@@ -859,8 +848,7 @@ extension MatchStage {
             let diff = RulesDiff(from: matcher.rules, to: fresh.rules)
             matcher = fresh
             if let health { watchdog = RulesWatchdog(matcher: fresh, options: health.options) }
-            loadedStamp = delivery.stamp
-            failedStamp = nil
+            watch?.loaded(delivery.stamp)
             version += 1
             reloads.add()
             versionCounter.add()
@@ -872,7 +860,7 @@ extension MatchStage {
                 "pages": "\(r.pages.count)", "elements": "\(r.elements.count)", "actions": "\(r.actions.count)",
             ])
         case .failure(let error):
-            failedStamp = delivery.stamp
+            watch?.failed(delivery.stamp)
             reloadFailures.add()
             // PipelineError descriptions are located: file:line:column: message (hint).
             logger.error("new rules file does not load; keeping rules version \(version)", metadata: [
