@@ -137,15 +137,14 @@ private final class State: RebalanceHost {
     var internalRecords: [InternalRecord] = []
     var producerTopics: [Int32: ProducerTopic] = [:]
     /// Everything kept per partition, per lane.
-    let books = PartitionBooks()
+    let books: PartitionBooks
     let topics: LaneTopics
-    /// Set up in `init` once `self` exists; used only after.
-    var committer: Committer!
-    var rebalances: RebalanceHandler!
-    /// Outputs Kafka refused for good, waiting for their `too_large` dead letter (`keepRefused`).
-    var refused: [(token: UInt64, topic: String, head: [UInt8], detail: String)] = []
-    /// The token `keepRefused` kept last, until its delivery report reaches `refusedForGood`.
-    var lastKept: UInt64?
+    let committer: Committer
+    /// Lazy: the worker is its host.
+    lazy var rebalances = RebalanceHandler(
+        topics: topics, books: books, committer: committer, sourceKeepsState: engine.stateHorizon > 0, host: self, logger: logger)
+    /// Outputs Kafka refused for good, and those waiting for their `too_large` dead letter.
+    let refused: RefusedOutputs
     let sourceTopic: String
     /// The stage that repartitions through an internal topic, and that topic.
     let repartitioning: (any Repartitioning)?
@@ -154,8 +153,6 @@ private final class State: RebalanceHost {
     var finishedState = false
     /// How long a stopping worker keeps polling for a rebalance to end so that it can commit.
     let stopCommitWait: Duration
-    /// Outputs Kafka refused for good so far (`refusedForGood`).
-    var refusedCount = 0
     /// Records produced per output topic index since the last `reportBatch` (for metrics).
     var producedSinceReport: [Int] = []
 
@@ -166,6 +163,7 @@ private final class State: RebalanceHost {
         self.sourceTopic = spec.source.topic
         try spec.requireOutputs()
         self.engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
+        self.refused = RefusedOutputs(dropped: engine.live.outputsDropped, logger: logger)
         self.repartitioning = engine.repartitioning
         self.internalTopic = repartitioning.map { $0.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: spec.source.group) }
 
@@ -198,7 +196,9 @@ private final class State: RebalanceHost {
         liveness = Liveness(freezeLimit: .milliseconds(max(1000, session - heartbeat)))
         stopCommitWait = .milliseconds(session + 5000)
         output.maxMessageBytes = OutputBuffer.maxMessageBytes(producerLimit: producer.maxMessageBytes)
-        topics = LaneTopics(source: sourceTopic, partials: internalTopic)
+        let topics = LaneTopics(source: sourceTopic, partials: internalTopic), books = PartitionBooks()
+        self.topics = topics
+        self.books = books
         let engine = engine, consumer = consumer, producer = producer, status = options.status
         committer = Committer(
             topics: topics, books: books,
@@ -209,15 +209,13 @@ private final class State: RebalanceHost {
                 sourceKeepsState: engine.stateHorizon > 0,
                 committed: { status?.committed() }),
             logger: logger)
-        rebalances = RebalanceHandler(
-            topics: topics, books: books, committer: committer, sourceKeepsState: engine.stateHorizon > 0, host: self, logger: logger)
     }
 
     func run(stop: @escaping () -> Bool) throws {
-        producer.onDelivery = { [weak self, tracker] token, error in
+        producer.onDelivery = { [refused, tracker] token, error in
             if let error, error.isPermanentForMessage {
                 // Kafka will never take this message: stopping would only refuse it again on every restart.
-                self?.refusedForGood(error, token: token)
+                refused.refusedForGood(error, token: token)
                 tracker.delivered(token: token, error: nil)
                 return
             }
@@ -454,7 +452,7 @@ private final class State: RebalanceHost {
                     try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
                 } catch let e as KafkaError {
                     if e.isPermanentForMessage {
-                        refusedForGood(e)
+                        refused.refusedForGood(e)
                         tracker.delivered(token: token, error: nil)
                         continue
                     }
@@ -499,27 +497,20 @@ private final class State: RebalanceHost {
         ])
     }
 
-    /// A delivery report refused an output for good (before `onDelivery` counts it): unless it is a dead
-    /// letter itself, its first bytes are kept for a `too_large` dead letter and its record waits for that.
+    /// A delivery report refused an output for good (before `onDelivery` counts it): one kept for a dead
+    /// letter makes its record wait for that.
     func keepRefused(token: UInt64, error: KafkaError, topic: String, value: UnsafeRawBufferPointer) {
-        // Only refusals for size are `too_large` (wire format §1); an invalid record is counted and skipped.
-        let sizeCodes: [Int32] = [10, 18, 4]  // MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_MSG_SIZE
-        guard output.deadLetterTopic >= 0, let code = error.rdkafkaCode, sizeCodes.contains(code) else { return }
-        let deadLetters = output.topics[Int(output.deadLetterTopic)]
-        guard topic != deadLetters + options.outputTopicSuffix else { return }
-        tracker.addOutputs(token: token, 1)
-        let head = Array(value.prefix(OutputBuffer.truncatedPayloadBytes + 4))
-        lastKept = token
-        refused.append((token, topic, head, "Kafka refused the \(topic) record of \(value.count) bytes: \(error.rdkafkaName ?? "\(error.code)")"))
+        let deadLetters = output.deadLetterTopic >= 0 ? output.topics[Int(output.deadLetterTopic)] + options.outputTopicSuffix : nil
+        if refused.keep(token: token, error: error, topic: topic, value: value, deadLetterTopic: deadLetters) {
+            tracker.addOutputs(token: token, 1)
+        }
     }
 
     /// Produces the dead letters of the outputs Kafka refused for good since the last call.
     func produceRefused() throws {
-        guard !refused.isEmpty else { return }
+        guard !refused.waiting.isEmpty else { return }
         let deadLetters = try producerTopic(output.deadLetterTopic)
-        let pending = refused
-        refused.removeAll()
-        for r in pending {
+        for r in refused.takeWaiting() {
             let from = tracker.record(token: r.token).map { record in
                 OutputWriter.OutputSource(topic: topics.topicPartition(record.partition).topic, partition: record.partition.partition, offset: record.offset, key: nil)
             }
@@ -530,24 +521,9 @@ private final class State: RebalanceHost {
                 try bytes.withUnsafeBytes { try producer.produce(deadLetters, key: UnsafeRawBufferPointer(start: nil, count: 0), value: $0, token: r.token) }
             } catch let e as KafkaError {
                 if !e.isPermanentForMessage { throw RuntimeError(.delivery, "a dead letter could not be produced; stopping without committing past it", underlying: e) }
-                refusedForGood(e)
+                refused.refusedForGood(e)
                 tracker.delivered(token: r.token, error: nil)
             }
-        }
-    }
-
-    /// An output Kafka refused for good (`KafkaError.isPermanentForMessage`): counted and logged; its input
-    /// offset may still be committed.
-    func refusedForGood(_ error: KafkaError, token: UInt64? = nil) {
-        // `keepRefused` saw this report first when it kept the output for a dead letter.
-        let deadLettered = token != nil && token == lastKept
-        if deadLettered { lastKept = nil } else { engine.live.outputsDropped.add(1) }
-        refusedCount += 1
-        // The first ones, then one in a thousand: a topic whose limit is below the producer's would flood the log.
-        if refusedCount <= 10 || refusedCount % 1000 == 0 {
-            logger.error("an output was refused for good", metadata: [
-                "error": "\(error)", "dead_lettered": "\(deadLettered)", "refused_so_far": "\(refusedCount)",
-            ])
         }
     }
 
@@ -604,7 +580,7 @@ private final class State: RebalanceHost {
         do {
             try producer.flush(timeout: options.flushTimeout)
             // Outputs refused during the flush are dead-lettered, and those dead letters delivered too.
-            while !refused.isEmpty {
+            while !refused.waiting.isEmpty {
                 try produceRefused()
                 try producer.flush(timeout: options.flushTimeout)
             }

@@ -34,7 +34,8 @@ public final class TestFaults: WorkerHook {
     /// Once this many records were processed: the processing loop stops making progress (it sleeps without
     /// polling, until a stop request), as a stuck stage would; librdkafka keeps the member alive.
     public let stallAfterRecords: Int?
-    /// Records the worker was about to process so far.
+    /// Records the worker was about to process so far (over every worker given this instance: `maidian run`
+    /// runs one).
     private let processed = Atomic<Int>(0)
 
     public init(fatalAfterRecords: Int? = nil, stallAfterRecords: Int? = nil) {
