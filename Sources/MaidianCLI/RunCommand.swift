@@ -60,7 +60,7 @@ struct RunCommand: AsyncParsableCommand {
         }
         if let faults = ProcessInfo.processInfo.environment["MAIDIAN_TEST_FAULTS"], !faults.isEmpty {
             // Test-only fault injection (docs/recovery.md); loud so that it never goes unnoticed.
-            options.testFaults = try TestFaults(parsing: faults)
+            options.hook = try TestFaults(parsing: faults)
             logger.warning("MAIDIAN_TEST_FAULTS=\(faults): injecting test faults into this worker")
         }
         try await WorkerLauncher(spec: spec, bootstrap: bootstrap, options: options, metricsPort: metricsPort, logger: logger).run()

@@ -8,13 +8,6 @@
 /// batch could be committed while outputs caused by the records before it are still undelivered.
 /// Not thread-safe: delivery reports are served on the worker thread (producer poll/flush).
 final class OffsetTracker {
-    /// A partition of the source topic (`topic` 0) or of the internal topic (`topic` 1).
-    struct Slot: Hashable, Comparable {
-        var topic: UInt8
-        var partition: Int32
-        static func < (a: Slot, b: Slot) -> Bool { (a.topic, a.partition) < (b.topic, b.partition) }
-    }
-
     struct Entry {
         var partition: Slot
         var offset: Int64

@@ -59,36 +59,9 @@ public struct WorkerOptions: Sendable {
     /// Called once, on the watchdog thread, when the loop is stuck. The CLI exits the process (status 3) so
     /// that the orchestrator restarts it; nil only logs.
     public var onStall: (@Sendable (String) -> Void)?
-    /// Faults to inject, for tests only (see `TestFaults`).
-    public var testFaults = TestFaults()
+    /// A hook into the loop, for tests of failure handling only (`TestFaults`); nil in production.
+    public var hook: (any WorkerHook)?
     public init() {}
-}
-
-/// Faults a worker injects into itself, for tests of failure handling only (`maidian run` reads them from
-/// `MAIDIAN_TEST_FAULTS`, e.g. `fatal-after=3000`; docs/recovery.md). Never set in production.
-public struct TestFaults: Sendable, Equatable {
-    /// Once this many records were processed: librdkafka raises a fatal error on the worker's producer
-    /// (`rd_kafka_test_fatal_error`), as a broker fencing the idempotent producer would.
-    public var fatalAfterRecords: Int?
-    /// Once this many records were processed: the processing loop stops making progress (it sleeps without
-    /// polling, until a stop request), as a stuck stage would; librdkafka keeps the member alive.
-    public var stallAfterRecords: Int?
-    public init() {}
-
-    /// Parses `fatal-after=N,stall-after=N` (empty: none).
-    public init(parsing text: String) throws {
-        for item in text.split(separator: ",") where !item.isEmpty {
-            let kv = item.split(separator: "=", maxSplits: 1)
-            guard kv.count == 2, let n = Int(kv[1]), n >= 0 else {
-                throw RuntimeError(.setup, "MAIDIAN_TEST_FAULTS: '\(item)' is not name=count")
-            }
-            switch kv[0] {
-            case "fatal-after": fatalAfterRecords = n
-            case "stall-after": stallAfterRecords = n
-            default: throw RuntimeError(.setup, "MAIDIAN_TEST_FAULTS: unknown fault '\(kv[0])' (fatal-after, stall-after)")
-            }
-        }
-    }
 }
 
 /// A consumer-group worker: polls the raw topic in batches on a dedicated thread, runs the pipeline, produces
@@ -146,10 +119,9 @@ public final class Worker: Sendable {
     }
 }
 
-/// The worker thread's state.
-private final class State {
-    typealias Slot = OffsetTracker.Slot
-
+/// The worker thread's state: the loop, and the parts it owns (the books of both lanes, the committer, the
+/// rebalance handler).
+private final class State: RebalanceHost {
     let spec: PipelineSpec
     let options: WorkerOptions
     let logger: Logger
@@ -164,51 +136,23 @@ private final class State {
     var output = OutputBuffer()
     var internalRecords: [InternalRecord] = []
     var producerTopics: [Int32: ProducerTopic] = [:]
-    /// Held partitions of the source topic (0) and of the internal topic (1).
-    var assigned = Set<Slot>()
-    var hadAssignment = false
-    /// Between a revocation and the next assignment (eager rebalances come as two callbacks).
-    var awaitingAssignment = false
-    /// Revoked in an eager rebalance: their state is kept in case the next assignment gives them back.
-    var revokedPending = Set<Slot>()
-    var endOffsets: [Int32: Int64] = [:]
-    var reachedEnd = Set<Int32>()
-    var failure: RuntimeError?
-    /// Outputs Kafka refused for good, waiting for their `too_large` dead letter (`keepRefused`).
-    var refused: [(token: UInt64, topic: String, head: [UInt8], detail: String)] = []
-    /// The token `keepRefused` kept last, until its delivery report reaches `refusedForGood`.
-    var lastKept: UInt64?
+    /// Everything kept per partition, per lane.
+    let books: PartitionBooks
+    let topics: LaneTopics
+    let committer: Committer
+    /// Lazy: the worker is its host.
+    lazy var rebalances = RebalanceHandler(
+        topics: topics, books: books, committer: committer, sourceKeepsState: engine.stateHorizon > 0, host: self, logger: logger)
+    /// Outputs Kafka refused for good, and those waiting for their `too_large` dead letter.
+    let refused: RefusedOutputs
     let sourceTopic: String
     /// The stage that repartitions through an internal topic, and that topic.
     let repartitioning: (any Repartitioning)?
     let internalTopic: String?
-    /// Next offset to read per held partition (after the last record handed to the pipeline).
-    var position: [Slot: Int64] = [:]
-    /// Records before these offsets are re-read only to rebuild state: their outputs were delivered before.
-    var replayUntil: [Slot: Int64] = [:]
-    /// When and where re-reading started, for the log.
-    var replayStart: [Slot: (at: ContinuousClock.Instant, from: Int64)] = [:]
-    /// A gap in a partition's offsets that a seek did not fill (see `keepReadingContiguous`).
-    var acceptedGap: [Slot: (Int64, Int64)] = [:]
-    /// Per held partition, the highest offset committed or stored for commit (at first the committed offset
-    /// it started from): commits only move forward. Re-read records end there, and a replay point is asked
-    /// for increasing offsets only (`PartitionClock` forgets what older offsets would need).
-    var committedFloor: [Slot: Int64] = [:]
-    /// Per held internal partition, after each batch that read it: the next offset and the merger's replay
-    /// point at that moment (a commit of that offset carries that point, not the merger's later state).
-    var mergerPoints: [Int32: [(next: Int64, point: ReplayPoint)]] = [:]
-    /// Next offsets whose outputs are all delivered but that are not known to be committed yet.
-    var uncommitted: [Slot: Int64] = [:]
-    var lastCommit = ContinuousClock.now
     /// State was written out at the end of a bounded run (and nothing was read since).
     var finishedState = false
-    let commitInterval: Duration = .seconds(1)
     /// How long a stopping worker keeps polling for a rebalance to end so that it can commit.
     let stopCommitWait: Duration
-    /// Records handed to the pipeline (for `TestFaults`).
-    var processedRecords = 0
-    /// Outputs Kafka refused for good so far (`refusedForGood`).
-    var refusedCount = 0
     /// Records produced per output topic index since the last `reportBatch` (for metrics).
     var producedSinceReport: [Int] = []
 
@@ -219,6 +163,7 @@ private final class State {
         self.sourceTopic = spec.source.topic
         try spec.requireOutputs()
         self.engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
+        self.refused = RefusedOutputs(dropped: engine.live.outputsDropped, logger: logger)
         self.repartitioning = engine.repartitioning
         self.internalTopic = repartitioning.map { $0.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: spec.source.group) }
 
@@ -233,7 +178,7 @@ private final class State {
             "queued.min.messages": "20000",
             "queued.max.messages.kbytes": "65536",
             "fetch.max.bytes": "16777216",
-            // Offsets are committed explicitly from what was delivered (see commitDelivered).
+            // Offsets are committed explicitly from what was delivered (see `Committer`).
             "enable.auto.commit": "false",
         ]
         for (k, v) in spec.source.kafka { consumerConfig[k] = v }
@@ -251,25 +196,26 @@ private final class State {
         liveness = Liveness(freezeLimit: .milliseconds(max(1000, session - heartbeat)))
         stopCommitWait = .milliseconds(session + 5000)
         output.maxMessageBytes = OutputBuffer.maxMessageBytes(producerLimit: producer.maxMessageBytes)
+        let topics = LaneTopics(source: sourceTopic, partials: internalTopic), books = PartitionBooks()
+        self.topics = topics
+        self.books = books
+        let engine = engine, consumer = consumer, producer = producer, status = options.status
+        committer = Committer(
+            topics: topics, books: books,
+            target: .init(
+                commit: { try consumer.commitSync(offsets: $0) },
+                isFatal: { producer.fatalError() != nil || consumer.fatalError() != nil },
+                sourcePoint: { engine.replayPoint(partition: $0, next: $1) },
+                sourceKeepsState: engine.stateHorizon > 0,
+                committed: { status?.committed() }),
+            logger: logger)
     }
 
-    func slot(_ tp: TopicPartition) -> Slot? {
-        if tp.topic == sourceTopic { return Slot(topic: 0, partition: tp.partition) }
-        if tp.topic == internalTopic { return Slot(topic: 1, partition: tp.partition) }
-        return nil
-    }
-
-    func topicPartition(_ s: Slot) -> TopicPartition {
-        TopicPartition(topic: s.topic == 0 ? sourceTopic : internalTopic!, partition: s.partition)
-    }
-
-    var heldSource: [Int32] { assigned.filter { $0.topic == 0 }.map(\.partition).sorted() }
-
-    func run(stop: () -> Bool) throws {
-        producer.onDelivery = { [weak self, tracker] token, error in
+    func run(stop: @escaping () -> Bool) throws {
+        producer.onDelivery = { [refused, tracker] token, error in
             if let error, error.isPermanentForMessage {
                 // Kafka will never take this message: stopping would only refuse it again on every restart.
-                self?.refusedForGood(error, token: token)
+                refused.refusedForGood(error, token: token)
                 tracker.delivered(token: token, error: nil)
                 return
             }
@@ -277,22 +223,23 @@ private final class State {
         }
         producer.onRefused = { [weak self] token, error, topic, value in self?.keepRefused(token: token, error: error, topic: topic, value: value) }
         consumer.onRebalance = { [unowned self] event in
-            self.rebalance(event)
+            self.rebalances.handle(event)
             self.liveness.beat()  // a handler may block (flush, commit): that is progress, not a stall
         }
-        consumer.startOffsets = { [unowned self] tps in self.startOffsets(tps) }
+        consumer.startOffsets = { [unowned self] tps in self.rebalances.startOffsets(tps) }
+        let sourceBook = books.source
         consumer.onPartitionEOF = { [unowned self] tp, offset in
-            if tp.topic == self.sourceTopic, let end = self.endOffsets[tp.partition], offset >= end { self.reachedEnd.insert(tp.partition) }
+            if tp.topic == self.sourceTopic, let end = sourceBook.endOffsets[tp.partition], offset >= end { sourceBook.reachedEnd.insert(tp.partition) }
         }
         let sourcePartitions = try consumer.partitionCount(topic: sourceTopic, timeout: .seconds(30))
         if options.untilEnd {
             for p in 0..<Int32(sourcePartitions) {
-                endOffsets[p] = try consumer.watermarks(TopicPartition(topic: sourceTopic, partition: p), timeout: .seconds(30)).high
+                sourceBook.endOffsets[p] = try consumer.watermarks(TopicPartition(topic: sourceTopic, partition: p), timeout: .seconds(30)).high
             }
-            if let stops = options.stopOffsets { endOffsets = stops }
-            logger.info("bounded run: end offsets \(endOffsets.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: " "))")
+            if let stops = options.stopOffsets { sourceBook.endOffsets = stops }
+            logger.info("bounded run: end offsets \(sourceBook.endOffsets.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: " "))")
         }
-        var topics = [sourceTopic]
+        var subscribed = [sourceTopic]
         if let repartitioning, let internalTopic {
             let n: Int
             do {
@@ -301,13 +248,19 @@ private final class State {
                 throw RuntimeError(.setup, "the internal topic '\(internalTopic)' (windowed counts are merged through it) is missing: create it, with as many partitions as you want mergers", underlying: error)
             }
             repartitioning.connect(partialsTopic: internalTopic, partialsPartitions: Int32(n), sourcePartitions: Int32(sourcePartitions))
-            topics.append(internalTopic)
+            subscribed.append(internalTopic)
             logger.info("merging windowed counts through '\(internalTopic)' (\(n) partitions) over \(sourcePartitions) source partitions")
         }
-        try consumer.subscribe(topics)
+        try consumer.subscribe(subscribed)
         logger.info("worker started", metadata: ["topic": "\(sourceTopic)", "group": "\(spec.source.group)", "version": "\(MaidianBuild.version)"])
 
         let topicIndex = batch.topicIndex(sourceTopic)
+        let partialsBook = books.partials
+        let hookContext = options.hook.map { _ in
+            WorkerHookContext(
+                logger: logger, fatal: { [producer] in producer.fatalError() != nil },
+                raiseFatal: { [producer] in producer.triggerFatalErrorForTesting($0) }, stop: stop)
+        }
         var finished = false
         // The watchdog watches the loop (start-up waits on metadata with timeouts of its own).
         liveness.beat()
@@ -327,7 +280,7 @@ private final class State {
             } else {
                 _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
                     if msg.topic == sourceTopic {
-                        if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { reachedEnd.insert(msg.partition); return }
+                        if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { sourceBook.reachedEnd.insert(msg.partition); return }
                         batch.appendRecord(
                             topic: topicIndex, partition: msg.partition, offset: msg.offset, timestamp: msg.timestamp ?? 0,
                             key: msg.key.count > 0 ? msg.key : nil, value: msg.value,
@@ -342,47 +295,48 @@ private final class State {
             try checkFrozen(since: iterationStart)
             let polled = ContinuousClock.now
             // Records of partitions revoked during this poll belong to their new owner now.
-            for r in 0..<batch.records.count where !assigned.contains(Slot(topic: 0, partition: batch.records[r].partition)) {
+            for r in 0..<batch.records.count where !sourceBook.isHeld(batch.records[r].partition) {
                 batch.records[r].status = .dropped
             }
-            internalRecords.removeAll { !assigned.contains(Slot(topic: 1, partition: $0.partition)) }
+            internalRecords.removeAll { !partialsBook.isHeld($0.partition) }
             try keepReadingContiguous()
             for k in internalRecords.indices {
                 internalRecords[k].index = Int32(batch.records.count + k)
-                if let until = replayUntil[Slot(topic: 1, partition: internalRecords[k].partition)], internalRecords[k].offset < until {
+                if let until = partialsBook[internalRecords[k].partition].replayUntil, internalRecords[k].offset < until {
                     internalRecords[k].replay = true
                 }
             }
             for r in 0..<batch.records.count {
-                if let until = replayUntil[Slot(topic: 0, partition: batch.records[r].partition)], batch.records[r].offset < until {
+                if let until = sourceBook[batch.records[r].partition].replayUntil, batch.records[r].offset < until {
                     batch.records[r].replay = true
                 }
             }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
                 finishedState = false
-                injectFaults(stop: stop)
+                if let hook = options.hook, let hookContext { hook.willProcess(records: batch.records.count + internalRecords.count, worker: hookContext) }
                 if !batch.records.isEmpty { try engine.process(&batch, output: &output, rest: &rest) }
                 if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
                 for r in batch.records where r.status != .dropped {
-                    position[Slot(topic: 0, partition: r.partition)] = r.offset + 1
-                    if options.untilEnd, let end = endOffsets[r.partition], r.offset + 1 >= end { reachedEnd.insert(r.partition) }
+                    sourceBook[r.partition].position = r.offset + 1
+                    if options.untilEnd, let end = sourceBook.endOffsets[r.partition], r.offset + 1 >= end { sourceBook.reachedEnd.insert(r.partition) }
                 }
-                for r in internalRecords { position[Slot(topic: 1, partition: r.partition)] = r.offset + 1 }
+                for r in internalRecords { partialsBook[r.partition].position = r.offset + 1 }
                 rememberMergerPoints()
             }
-            if !awaitingAssignment { repartitioning?.tick(held: heldSource, output: &output) }
+            if !rebalances.awaitingAssignment { repartitioning?.tick(held: rebalances.heldSource, output: &output) }
             try checkFrozen(since: iterationStart)
             try produceOutputs()
             if !batch.records.isEmpty || !internalRecords.isEmpty { reportBatch(since: polled) }
             _ = producer.poll(timeout: .zero)
             try checkFailure()
             storeOffsets()
-            if let failure { throw failure }
+            if let failure = rebalances.failure { throw failure }
             // No commits between a revocation and the next assignment: librdkafka completes the unassign
             // (and rejoins) only once no commit is outstanding.
-            if !awaitingAssignment && ContinuousClock.now - lastCommit >= commitInterval { commitDelivered(final: false) }
-            if options.untilEnd && hadAssignment && !awaitingAssignment
-                && heldSource.allSatisfy({ reachedEnd.contains($0) }) {
+            if !rebalances.awaitingAssignment && committer.isDue { committer.commit(final: false) }
+            let heldSource = rebalances.heldSource
+            if options.untilEnd && rebalances.hadAssignment && !rebalances.awaitingAssignment
+                && heldSource.allSatisfy({ sourceBook.reachedEnd.contains($0) }) {
                 if !finishedState {
                     logger.info("reached the end offsets of all \(heldSource.count) held source partitions")
                     batch.reset()
@@ -394,14 +348,13 @@ private final class State {
                     reportBatch(since: ContinuousClock.now)
                     finishedState = true
                 }
-                let held = assigned.filter { $0.topic == 1 }
-                if let merger = repartitioning?.merger, !held.allSatisfy({ merger.isComplete(partition: $0.partition) }) {
+                if let merger = repartitioning?.merger, !partialsBook.held.allSatisfy({ merger.isComplete(partition: $0) }) {
                     continue  // windows of other workers' partitions are still coming
                 }
                 try drain()
                 // A group rebalancing right now refuses commits: keep polling (which rejoins and commits
                 // in the assignment handler) rather than leave progress uncommitted.
-                if commitDelivered(final: true) {
+                if committer.commit(final: true) {
                     finished = true
                     break
                 }
@@ -409,7 +362,7 @@ private final class State {
         }
         options.status?.stopping()
         try drain()
-        if !finished && !commitDelivered(final: true) { try awaitCommitAfterRebalance() }
+        if !finished && !committer.commit(final: true) { try awaitCommitAfterRebalance() }
         try consumer.close()
         logger.notice("worker stopped; what each stage did:")
         for line in engine.summaryLines() { logger.notice("  \(line)") }
@@ -418,44 +371,14 @@ private final class State {
         }
     }
 
-    /// Every held partition must be read without gaps or repeats from `position`: its state and the offsets
-    /// committed for it assume so. librdkafka 2.0.2's batch consume can skip or repeat messages when a
-    /// partition is paused and resumed meanwhile (fixed in 2.1.0), which every cooperative rebalance does to
-    /// the partitions a member keeps; and a batch fetched before a rebalance can hold records of a partition
-    /// that was assigned again since. Records already read are dropped; at a gap the partition's records are
-    /// dropped and it is sought back to `position`. A gap seen again right after such a seek is real (offsets
-    /// taken by transaction markers) and accepted.
+    /// Drops records read before and sends partitions with a gap back to where they should be read (`GapGuard`).
     func keepReadingContiguous() throws {
-        var next: [Slot: Int64] = [:]
-        var broken = Set<Slot>()
-        var seeks: [TopicPartition: Int64] = [:]
-        func keep(_ s: Slot, _ offset: Int64) -> Bool {
-            if broken.contains(s) { return false }
-            guard let expected = next[s] ?? position[s] else {
-                next[s] = offset + 1
-                return true
-            }
-            if offset < expected { return false }  // read before
-            if offset > expected {
-                if let gap = acceptedGap[s], gap == (expected, offset) {
-                    logger.warning("\(topicPartition(s)): offsets \(expected)..<\(offset) do not exist (again after a seek): going on")
-                } else {
-                    logger.warning("\(topicPartition(s)): expected offset \(expected), got \(offset): reading it again from \(expected)")
-                    acceptedGap[s] = (expected, offset)
-                    seeks[topicPartition(s)] = expected
-                    broken.insert(s)
-                    return false
-                }
-            }
-            if let gap = acceptedGap[s], offset >= gap.0 { acceptedGap[s] = nil }
-            next[s] = offset + 1
-            return true
-        }
+        var gaps = GapGuard(books: books, topics: topics, logger: logger)
         for r in batch.records.indices where batch.records[r].status != .dropped {
-            if !keep(Slot(topic: 0, partition: batch.records[r].partition), batch.records[r].offset) { batch.records[r].status = .dropped }
+            if !gaps.keep(Slot(lane: .source, partition: batch.records[r].partition), offset: batch.records[r].offset) { batch.records[r].status = .dropped }
         }
-        internalRecords.removeAll { !keep(Slot(topic: 1, partition: $0.partition), $0.offset) }
-        try consumer.seek(seeks)
+        internalRecords.removeAll { !gaps.keep(Slot(lane: .partials, partition: $0.partition), offset: $0.offset) }
+        try consumer.seek(gaps.seeks)
     }
 
     /// A stop request while the group rebalances: commits are refused until this member has rejoined, so
@@ -463,14 +386,14 @@ private final class State {
     /// commits. Progress still uncommitted after that is read again by the partitions' next owners.
     func awaitCommitAfterRebalance() throws {
         let deadline = ContinuousClock.now + stopCommitWait
-        if !uncommitted.isEmpty { logger.info("stopping: waiting for the rebalance to end to commit \(uncommitted.count) partition(s)") }
-        while !uncommitted.isEmpty && ContinuousClock.now < deadline {
+        if !committer.uncommitted.isEmpty { logger.info("stopping: waiting for the rebalance to end to commit \(committer.uncommitted.count) partition(s)") }
+        while !committer.uncommitted.isEmpty && ContinuousClock.now < deadline {
             liveness.beat()
             _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { _ in }
-            if !awaitingAssignment && ContinuousClock.now - lastCommit >= commitInterval { commitDelivered(final: false) }
+            if !rebalances.awaitingAssignment && committer.isDue { committer.commit(final: false) }
         }
-        if !uncommitted.isEmpty {
-            logger.warning("leaving with uncommitted offsets \(uncommitted.sorted { $0.key < $1.key }.map { "\(topicPartition($0.key))@\($0.value)" }): their records will be read again")
+        if !committer.uncommitted.isEmpty {
+            logger.warning("leaving with uncommitted offsets \(committer.pendingDescription): their records will be read again")
         }
     }
 
@@ -487,19 +410,6 @@ private final class State {
         }
     }
 
-    /// `TestFaults`, once enough records were processed.
-    func injectFaults(stop: () -> Bool) {
-        processedRecords += batch.records.count + internalRecords.count
-        if let n = options.testFaults.fatalAfterRecords, processedRecords >= n, producer.fatalError() == nil {
-            logger.warning("test fault: raising a fatal error on the producer after \(processedRecords) records")
-            producer.triggerFatalErrorForTesting("test fault fatal-after=\(n)")
-        }
-        if let n = options.testFaults.stallAfterRecords, processedRecords >= n {
-            logger.warning("test fault: the loop stops making progress after \(processedRecords) records")
-            while !stop() { Thread.sleep(forTimeInterval: 0.1) }
-        }
-    }
-
     /// Produces the batch's outputs, registering each record with the tracker first. Outputs of records
     /// re-read to rebuild state are not produced again. A partition's offset may be committed only past its
     /// last record in the batch: that record carries what the batch completed (see `OffsetTracker`).
@@ -513,16 +423,16 @@ private final class State {
         for (k, rec) in internalRecords.enumerated() where rec.replay { replayed[batch.records.count + k] = true }
         for m in output.messages where m.record >= 0 && !replayed[Int(m.record)] { perRecord[Int(m.record)] += 1 }
         var last: [Slot: Int] = [:]
-        for (r, rec) in batch.records.enumerated() where rec.status != .dropped { last[Slot(topic: 0, partition: rec.partition)] = r }
-        for (k, rec) in internalRecords.enumerated() { last[Slot(topic: 1, partition: rec.partition)] = batch.records.count + k }
+        for (r, rec) in batch.records.enumerated() where rec.status != .dropped { last[Slot(lane: .source, partition: rec.partition)] = r }
+        for (k, rec) in internalRecords.enumerated() { last[Slot(lane: .partials, partition: rec.partition)] = batch.records.count + k }
         var tokens = [UInt64](repeating: OffsetTracker.stateToken, count: n)
         for (r, rec) in batch.records.enumerated() where rec.status != .dropped {
-            let s = Slot(topic: 0, partition: rec.partition)
+            let s = Slot(lane: .source, partition: rec.partition)
             tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
         }
         for (k, rec) in internalRecords.enumerated() {
             let r = batch.records.count + k
-            let s = Slot(topic: 1, partition: rec.partition)
+            let s = Slot(lane: .partials, partition: rec.partition)
             tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
         }
         for m in output.messages where m.record < 0 {
@@ -542,7 +452,7 @@ private final class State {
                     try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
                 } catch let e as KafkaError {
                     if e.isPermanentForMessage {
-                        refusedForGood(e)
+                        refused.refusedForGood(e)
                         tracker.delivered(token: token, error: nil)
                         continue
                     }
@@ -552,10 +462,10 @@ private final class State {
                 }
             }
         }
-        for (s, until) in replayUntil where (position[s] ?? 0) >= until {
-            replayUntil[s] = nil
-            let took = replayStart.removeValue(forKey: s)
-            logger.info("\(topicPartition(s)): state rebuilt up to offset \(until)\(took.map { " (\(until - $0.from) records re-read in \((ContinuousClock.now - $0.at).rounded))" } ?? "")")
+        for lane in Lane.allCases {
+            for (p, until, took) in books[lane].finishRebuilds() {
+                logger.info("\(topics.topicPartition(Slot(lane: lane, partition: p))): state rebuilt up to offset \(until)\(took.map { " (\(until - $0.from) records re-read in \((ContinuousClock.now - $0.at).rounded))" } ?? "")")
+            }
         }
     }
 
@@ -587,29 +497,22 @@ private final class State {
         ])
     }
 
-    /// A delivery report refused an output for good (before `onDelivery` counts it): unless it is a dead
-    /// letter itself, its first bytes are kept for a `too_large` dead letter and its record waits for that.
+    /// A delivery report refused an output for good (before `onDelivery` counts it): one kept for a dead
+    /// letter makes its record wait for that.
     func keepRefused(token: UInt64, error: KafkaError, topic: String, value: UnsafeRawBufferPointer) {
-        // Only refusals for size are `too_large` (wire format §1); an invalid record is counted and skipped.
-        let sizeCodes: [Int32] = [10, 18, 4]  // MSG_SIZE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_MSG_SIZE
-        guard output.deadLetterTopic >= 0, let code = error.rdkafkaCode, sizeCodes.contains(code) else { return }
-        let deadLetters = output.topics[Int(output.deadLetterTopic)]
-        guard topic != deadLetters + options.outputTopicSuffix else { return }
-        tracker.addOutputs(token: token, 1)
-        let head = Array(value.prefix(OutputBuffer.truncatedPayloadBytes + 4))
-        lastKept = token
-        refused.append((token, topic, head, "Kafka refused the \(topic) record of \(value.count) bytes: \(error.rdkafkaName ?? "\(error.code)")"))
+        let deadLetters = output.deadLetterTopic >= 0 ? output.topics[Int(output.deadLetterTopic)] + options.outputTopicSuffix : nil
+        if refused.keep(token: token, error: error, topic: topic, value: value, deadLetterTopic: deadLetters) {
+            tracker.addOutputs(token: token, 1)
+        }
     }
 
     /// Produces the dead letters of the outputs Kafka refused for good since the last call.
     func produceRefused() throws {
-        guard !refused.isEmpty else { return }
+        guard !refused.waiting.isEmpty else { return }
         let deadLetters = try producerTopic(output.deadLetterTopic)
-        let pending = refused
-        refused.removeAll()
-        for r in pending {
+        for r in refused.takeWaiting() {
             let from = tracker.record(token: r.token).map { record in
-                OutputWriter.OutputSource(topic: topicPartition(record.partition).topic, partition: record.partition.partition, offset: record.offset, key: nil)
+                OutputWriter.OutputSource(topic: topics.topicPartition(record.partition).topic, partition: record.partition.partition, offset: record.offset, key: nil)
             }
             var bytes: [UInt8] = []
             r.head.withUnsafeBytes { OutputWriter.writeTooLarge(topic: r.topic, head: $0, detail: r.detail, source: from, into: &bytes) }
@@ -618,24 +521,9 @@ private final class State {
                 try bytes.withUnsafeBytes { try producer.produce(deadLetters, key: UnsafeRawBufferPointer(start: nil, count: 0), value: $0, token: r.token) }
             } catch let e as KafkaError {
                 if !e.isPermanentForMessage { throw RuntimeError(.delivery, "a dead letter could not be produced; stopping without committing past it", underlying: e) }
-                refusedForGood(e)
+                refused.refusedForGood(e)
                 tracker.delivered(token: r.token, error: nil)
             }
-        }
-    }
-
-    /// An output Kafka refused for good (`KafkaError.isPermanentForMessage`): counted and logged; its input
-    /// offset may still be committed.
-    func refusedForGood(_ error: KafkaError, token: UInt64? = nil) {
-        // `keepRefused` saw this report first when it kept the output for a dead letter.
-        let deadLettered = token != nil && token == lastKept
-        if deadLettered { lastKept = nil } else { engine.live.outputsDropped.add(1) }
-        refusedCount += 1
-        // The first ones, then one in a thousand: a topic whose limit is below the producer's would flood the log.
-        if refusedCount <= 10 || refusedCount % 1000 == 0 {
-            logger.error("an output was refused for good", metadata: [
-                "error": "\(error)", "dead_lettered": "\(deadLettered)", "refused_so_far": "\(refusedCount)",
-            ])
         }
     }
 
@@ -661,7 +549,7 @@ private final class State {
         for r in internalRecords { next[r.partition] = r.offset + 1 }
         for (q, n) in next {
             let point = ReplayPoint(offset: min(merger.replayFrom(partition: q) ?? n, n), maxEventTime: merger.writtenUpTo(partition: q))
-            mergerPoints[q, default: []].append((n, point))
+            books.partials[q].mergerPoints.append((n, point))
         }
     }
 
@@ -684,11 +572,7 @@ private final class State {
 
     func storeOffsets() {
         tracker.advance()
-        for (s, next) in tracker.takeAdvanced() where assigned.contains(s) {
-            if let floor = committedFloor[s], next <= floor { continue }
-            committedFloor[s] = next
-            uncommitted[s] = next
-        }
+        committer.store(tracker.takeAdvanced())
     }
 
     /// Delivers everything in flight and stores the offsets it covers.
@@ -696,7 +580,7 @@ private final class State {
         do {
             try producer.flush(timeout: options.flushTimeout)
             // Outputs refused during the flush are dead-lettered, and those dead letters delivered too.
-            while !refused.isEmpty {
+            while !refused.waiting.isEmpty {
                 try produceRefused()
                 try producer.flush(timeout: options.flushTimeout)
             }
@@ -710,170 +594,27 @@ private final class State {
         storeOffsets()
     }
 
-    /// Where re-reading must start to rebuild the state that a commit of `next` leaves behind; nil when
-    /// that is not known (then the offset is not committed: a new owner would start without state).
-    func replayPoint(_ s: Slot, next: Int64) -> ReplayPoint? {
-        if s.topic == 0 {
-            if engine.stateHorizon == 0 { return ReplayPoint(offset: next, maxEventTime: nil) }
-            return engine.replayPoint(partition: s.partition, next: next)
-        }
-        // The merger's point as of `next` (a commit point: recorded after the batch that ended there).
-        guard var points = mergerPoints[s.partition], let i = points.firstIndex(where: { $0.next == next }) else { return nil }
-        let point = points[i].point
-        points.removeFirst(i)
-        mergerPoints[s.partition] = points
-        return point
+    // MARK: RebalanceHost
+
+    func committedOffsets(_ tps: [TopicPartition]) throws -> [TopicPartition: CommittedOffset] {
+        try consumer.committedWithMetadata(tps, timeout: .seconds(30))
     }
 
-    /// Commits the delivered offsets not yet committed, each with its replay point as metadata. Returns
-    /// whether nothing is left uncommitted. A rebalancing group refuses commits: the offsets are kept and
-    /// committed after the next assignment.
-    @discardableResult
-    func commitDelivered(final: Bool) -> Bool {
-        lastCommit = ContinuousClock.now
-        if uncommitted.isEmpty { return true }
-        // After a fatal error nothing is committed: what was delivered before it is read again.
-        if producer.fatalError() != nil || consumer.fatalError() != nil { return false }
-        var offsets: [TopicPartition: CommittedOffset] = [:]
-        for (s, next) in uncommitted {
-            guard let point = replayPoint(s, next: next) else {
-                logger.warning("\(topicPartition(s)): no replay point for offset \(next); not committing it")
-                uncommitted[s] = nil
-                continue
-            }
-            offsets[topicPartition(s)] = CommittedOffset(offset: next, metadata: engine.stateHorizon == 0 && s.topic == 0 ? "" : point.metadata)
-        }
-        do {
-            try consumer.commitSync(offsets: offsets)
-            options.status?.committed()
-            for (tp, c) in offsets {
-                if let s = slot(tp), uncommitted[s] == c.offset { uncommitted[s] = nil }
-            }
-            return uncommitted.isEmpty
-        } catch let e as KafkaError where e.isRebalanceError {
-            if final { logger.info("commit deferred until the group has rebalanced: \(e.message)") }
-            return false
-        } catch {
-            logger.warning("commit failed: \(error)")
-            return false
+    func forgetState(_ lane: Lane, _ partitions: [Int32]) {
+        switch lane {
+        case .source: engine.partitionsRevoked(partitions)
+        case .partials: repartitioning?.merger.partitionsRevoked(partitions)
         }
     }
 
-    /// Where newly assigned partitions start: partitions this worker kept state for start where it left
-    /// off; others start at their replay point (committed as metadata) and re-read up to the committed
-    /// offset to rebuild state without writing outputs again.
-    func startOffsets(_ tps: [TopicPartition]) -> [TopicPartition: Int64] {
-        let slots = tps.compactMap { slot($0) }
-        var committed: [TopicPartition: CommittedOffset] = [:]
-        do {
-            committed = try consumer.committedWithMetadata(tps, timeout: .seconds(30))
-        } catch {
-            logger.error("could not read committed offsets of \(tps): \(error); starting from the group's committed offsets without state")
-        }
-        var starts: [TopicPartition: Int64] = [:]
-        for s in slots {
-            let tp = topicPartition(s)
-            let c = committed[tp]
-            if revokedPending.contains(s), let pos = position[s], c?.offset == pos {
-                revokedPending.remove(s)
-                continue  // given back after an eager rebalance: the state in memory is current
-            }
-            revokedPending.remove(s)
-            dropState([s])
-            guard let c else { continue }
-            position[s] = c.offset
-            committedFloor[s] = c.offset
-            guard let point = ReplayPoint(metadata: c.metadata) else {
-                if engine.stateHorizon > 0 || s.topic == 1 {
-                    logger.warning("\(tp): committed offset \(c.offset) has no replay point ('\(c.metadata)'): state starts empty there")
-                }
-                continue
-            }
-            // The clocks and watermarks continue from the checkpoint even when nothing is re-read.
-            if s.topic == 0 {
-                engine.restore(partition: s.partition, from: point)
-            } else {
-                repartitioning?.merger.restore(partition: s.partition, writtenUpTo: point.maxEventTime)
-            }
-            guard point.offset < c.offset else { continue }
-            position[s] = point.offset
-            starts[tp] = point.offset
-            replayUntil[s] = c.offset
-            replayStart[s] = (ContinuousClock.now, point.offset)
-            logger.info("\(tp): re-reading from offset \(point.offset) to rebuild state up to the committed offset \(c.offset)")
-        }
-        // Partitions an eager rebalance took and did not give back.
-        dropState(Array(revokedPending))
-        revokedPending.removeAll()
-        return starts
-    }
-
-    func dropState(_ slots: [Slot]) {
-        let source = slots.filter { $0.topic == 0 }.map(\.partition)
-        let merged = slots.filter { $0.topic == 1 }.map(\.partition)
-        if !source.isEmpty { engine.partitionsRevoked(source) }
-        if !merged.isEmpty { repartitioning?.merger.partitionsRevoked(merged) }
-        for s in slots {
-            position[s] = nil
-            replayUntil[s] = nil
-            replayStart[s] = nil
-            committedFloor[s] = nil
-            acceptedGap[s] = nil
-            if s.topic == 1 { mergerPoints[s.partition] = nil }
+    func restore(_ s: Slot, from point: ReplayPoint) {
+        switch s.lane {
+        case .source: engine.restore(partition: s.partition, from: point)
+        case .partials: repartitioning?.merger.restore(partition: s.partition, writtenUpTo: point.maxEventTime)
         }
     }
 
-    func rebalance(_ event: RebalanceEvent) {
-        switch event {
-        case .assigned(let tps):
-            hadAssignment = true
-            awaitingAssignment = false
-            // The group is stable again: commit what a refused commit left over, before the new owners
-            // of those partitions (maybe this worker) read their committed offsets.
-            commitDelivered(final: false)
-            // What is still refused now and belongs to another member is given up: committed later, it
-            // could only move the new owner's committed offset back.
-            let incoming = Set(tps.compactMap { slot($0) })
-            for s in uncommitted.keys where !assigned.contains(s) && !incoming.contains(s) {
-                logger.info("\(topicPartition(s)): giving up the commit of offset \(uncommitted[s]!): the partition moved on; its new owner re-reads from the last commit")
-                uncommitted[s] = nil
-            }
-            for tp in tps {
-                guard let s = slot(tp) else { continue }
-                assigned.insert(s)
-                if s.topic == 0, let end = endOffsets[tp.partition], end == 0 { reachedEnd.insert(tp.partition) }
-            }
-            options.status?.assignmentChanged(heldSource, assigned: true)
-            logger.info("assigned partitions \(tps.map { "\($0.topic)/\($0.partition)" }.sorted())")
-        case .revoked(let tps):
-            logger.info("revoked partitions \(tps.map { "\($0.topic)/\($0.partition)" }.sorted())")
-            do {
-                try drain()
-                commitDelivered(final: false)
-            } catch {
-                logger.error("could not deliver on revocation: \(error)")
-                if failure == nil { failure = error as? RuntimeError }
-            }
-            for tp in tps {
-                guard let s = slot(tp) else { continue }
-                assigned.remove(s)
-                // Kept until the next assignment shows whether the partition comes back.
-                revokedPending.insert(s)
-                if s.topic == 0 { reachedEnd.remove(tp.partition) }
-            }
-            options.status?.assignmentChanged(heldSource, assigned: false)
-            awaitingAssignment = true
-        case .lost(let tps):
-            logger.warning("lost partitions \(tps.map { "\($0.topic)/\($0.partition)" }.sorted()): no commit for them")
-            let slots = tps.compactMap { slot($0) }
-            for s in slots {
-                uncommitted[s] = nil
-                assigned.remove(s)
-                if s.topic == 0 { reachedEnd.remove(s.partition) }
-            }
-            dropState(slots)
-            options.status?.assignmentChanged(heldSource, assigned: false)
-            awaitingAssignment = true
-        }
+    func assignmentChanged(assigned: Bool) {
+        options.status?.assignmentChanged(rebalances.heldSource, assigned: assigned)
     }
 }

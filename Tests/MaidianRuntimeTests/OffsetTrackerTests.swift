@@ -5,9 +5,8 @@ import XCTest
 /// Offsets move over delivered records only, and only to commit points (a partition's last record in a
 /// batch, which carries what the batch completed).
 final class OffsetTrackerTests: XCTestCase {
-    typealias Slot = OffsetTracker.Slot
-    let p0 = Slot(topic: 0, partition: 0)
-    let p1 = Slot(topic: 0, partition: 1)
+    let p0 = Slot(lane: .source, partition: 0)
+    let p1 = Slot(lane: .source, partition: 1)
 
     func testOffsetWaitsForTheBatchsLastRecordOfThePartition() {
         let t = OffsetTracker()

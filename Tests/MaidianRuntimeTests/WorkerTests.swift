@@ -174,7 +174,7 @@ final class WorkerTests: XCTestCase {
         let stalled = DispatchSemaphore(value: 0)
         let worker = try env.worker(untilEnd: false) { options in
             options.livenessTimeout = .seconds(2)
-            options.testFaults.stallAfterRecords = 10
+            options.hook = TestFaults(stallAfterRecords: 10)
             options.onStall = { _ in stalled.signal() }
         }
         let run = WorkerThread(worker)

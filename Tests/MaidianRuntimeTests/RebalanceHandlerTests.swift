@@ -1,0 +1,129 @@
+import Logging
+import MaidianKafka
+import MaidianPipeline
+import XCTest
+
+@testable import MaidianRuntime
+
+/// The rebalance handler: state kept over an eager rebalance that gives a partition back, dropped for one
+/// that it does not, and rebuilt from the replay point of a newly assigned partition.
+final class RebalanceHandlerTests: XCTestCase {
+    let topics = LaneTopics(source: "events.raw", partials: "app.partials")
+    let logger = Logger(label: "rebalance-tests") { _ in SwiftLogNoOpLogHandler() }
+
+    final class Host: RebalanceHost {
+        var committed: [TopicPartition: CommittedOffset] = [:]
+        var drainError: (any Error)?
+        var drains = 0
+        var forgotten: [String] = []
+        var restored: [Slot: ReplayPoint] = [:]
+        var changes: [Bool] = []
+        var sent: [[TopicPartition: CommittedOffset]] = []
+        func drain() throws {
+            drains += 1
+            if let drainError { throw drainError }
+        }
+        func committedOffsets(_ tps: [TopicPartition]) throws -> [TopicPartition: CommittedOffset] { committed }
+        func forgetState(_ lane: Lane, _ partitions: [Int32]) { forgotten.append("\(lane):\(partitions.sorted())") }
+        func restore(_ s: Slot, from point: ReplayPoint) { restored[s] = point }
+        func assignmentChanged(assigned: Bool) { changes.append(assigned) }
+    }
+
+    struct Parts {
+        let host: Host
+        let books: PartitionBooks
+        let handler: RebalanceHandler
+    }
+
+    func parts() -> Parts {
+        let host = Host()
+        let books = PartitionBooks()
+        let committer = Committer(
+            topics: topics, books: books,
+            target: .init(
+                commit: { [unowned host] in host.sent.append($0) }, isFatal: { false },
+                sourcePoint: { _, next in ReplayPoint(offset: next, maxEventTime: nil) }, sourceKeepsState: true),
+            logger: logger)
+        let handler = RebalanceHandler(topics: topics, books: books, committer: committer, sourceKeepsState: true, host: host, logger: logger)
+        return Parts(host: host, books: books, handler: handler)
+    }
+
+    func raw(_ p: Int32) -> TopicPartition { TopicPartition(topic: "events.raw", partition: p) }
+    func merged(_ p: Int32) -> TopicPartition { TopicPartition(topic: "app.partials", partition: p) }
+
+    func testEagerRebalanceKeepsTheStateOfAPartitionGivenBackAndDropsTheOthers() {
+        let t = parts()
+        let h = t.handler
+        h.handle(.assigned([raw(0), raw(1), merged(0)]))
+        XCTAssertTrue(h.hadAssignment)
+        XCTAssertEqual(h.heldSource, [0, 1])
+        for (lane, p) in [(Lane.source, Int32(0)), (.source, 1), (.partials, 0)] {
+            t.books[lane][p].position = 20
+            t.books[lane][p].committedFloor = 20
+        }
+        h.handle(.revoked([raw(0), raw(1), merged(0)]))
+        XCTAssertEqual(t.host.drains, 1, "outputs are delivered before the partitions go")
+        XCTAssertTrue(h.awaitingAssignment)
+        XCTAssertEqual(h.heldSource, [])
+        // Partition 0 comes back, its committed offset where this worker stopped reading.
+        t.host.committed = [raw(0): CommittedOffset(offset: 20, metadata: ReplayPoint(offset: 15, maxEventTime: 1).metadata)]
+        h.handle(.assigned([raw(0)]))
+        XCTAssertFalse(h.awaitingAssignment)
+        XCTAssertEqual(h.startOffsets([raw(0)]), [:], "read on from the position in memory")
+        XCTAssertEqual(t.books.source[0].position, 20)
+        XCTAssertEqual(t.books.source[0].committedFloor, 20)
+        XCTAssertNil(t.host.restored[Slot(lane: .source, partition: 0)])
+        XCTAssertEqual(t.host.forgotten, ["source:[1]", "partials:[0]"])
+        XCTAssertNil(t.books.source[1].position)
+        XCTAssertNil(t.books.partials[0].position)
+        XCTAssertEqual(t.books.source.revokedPending, [])
+        XCTAssertEqual(t.host.changes, [true, false, true])
+    }
+
+    func testAPartitionFromAnotherWorkerRereadsFromItsReplayPoint() {
+        let t = parts()
+        let h = t.handler
+        let point = ReplayPoint(offset: 70, maxEventTime: 1_763_700_000_000)
+        t.host.committed = [
+            raw(3): CommittedOffset(offset: 100, metadata: point.metadata),
+            merged(1): CommittedOffset(offset: 8, metadata: "no point"),
+        ]
+        h.handle(.assigned([raw(3), merged(1), raw(4)]))
+        XCTAssertEqual(h.startOffsets([raw(3), merged(1), raw(4)]), [raw(3): 70])
+        let s = t.books.source[3]
+        XCTAssertEqual(s.position, 70)
+        XCTAssertEqual(s.replayUntil, 100, "outputs up to the committed offset were delivered before: not again")
+        XCTAssertEqual(s.replayStart?.from, 70)
+        XCTAssertEqual(s.committedFloor, 100)
+        XCTAssertEqual(t.host.restored, [Slot(lane: .source, partition: 3): point])
+        XCTAssertEqual(t.books.partials[1].position, 8, "no replay point: read on from the committed offset, state empty")
+        XCTAssertNil(t.books.partials[1].replayUntil)
+        XCTAssertNil(t.books.source[4].position, "nothing committed: the consumer's reset policy decides")
+    }
+
+    func testLostPartitionsAreForgottenWithoutCommit() {
+        let t = parts()
+        let h = t.handler
+        h.handle(.assigned([raw(0), raw(1)]))
+        t.books.source[0].position = 5
+        h.committer.store([Slot(lane: .source, partition: 0): 5, Slot(lane: .source, partition: 1): 9])
+        h.handle(.lost([raw(0)]))
+        XCTAssertEqual(h.committer.uncommitted, [Slot(lane: .source, partition: 1): 9])
+        XCTAssertNil(t.books.source[0].position)
+        XCTAssertEqual(t.books.source.revokedPending, [], "lost, not revoked: nothing waits for its return")
+        XCTAssertEqual(t.host.forgotten, ["source:[0]"])
+        XCTAssertEqual(h.heldSource, [1])
+        XCTAssertTrue(h.awaitingAssignment)
+        XCTAssertTrue(t.host.sent.isEmpty)
+    }
+
+    func testAFailedDeliveryOnRevocationIsKeptForTheLoop() {
+        let t = parts()
+        let h = t.handler
+        h.handle(.assigned([raw(0)]))
+        t.host.drainError = RuntimeError(.delivery, "undeliverable")
+        h.handle(.revoked([raw(0)]))
+        XCTAssertEqual(h.failure?.code, .delivery)
+        XCTAssertEqual(t.books.source.revokedPending, [0])
+    }
+}
