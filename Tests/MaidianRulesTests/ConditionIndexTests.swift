@@ -10,7 +10,7 @@ import XCTest
 final class ConditionIndexTests: XCTestCase {
     static let names = ["os", "n", "price", "title", "net"]
     static let scalars = ["iOS", "Android", "12", "7.5", "true", "WIFI", "4G", "Sale: x", "", "0", "-3"]
-    static let patterns = ["^A", "i", "^[0-9]+$", "S$", "^(WIFI|4G)|^Z1$", "^(WIFI|4G)|^Z2$", "x", "^$", "(?i)sale"]
+    static let patterns = ["^A", "i", "^[0-9]+$", "S$", "^(WIFI|4G)|^Z1$", "^(WIFI|4G)|^Z2$", "x", "^$", "(?i)sale", "^Z1", "7$", "^Z[0-4]"]
     /// Property values as JSON (nil: absent).
     static let jsonValues: [String?] = [
         nil, #""iOS""#, #""Android""#, #""And\u0072oid""#, "12", #""12""#, "7.5", "12.0", "-3", "0", "true", #""true""#, "null",
@@ -122,7 +122,12 @@ final class ConditionIndexTests: XCTestCase {
                 f.elementPath = "W-V"
                 f.elementType = "UIButton"
                 for name in Self.names {
-                    if let json = Self.jsonValues.randomElement(using: &rng)! { f.properties.append((name, json)) }
+                    if Int.random(in: 0..<3, using: &rng) == 0 {
+                        // Many distinct texts: the regex results cached by text must be told apart (slots are shared).
+                        f.properties.append((name, q("Z\(Int.random(in: 0..<150, using: &rng))")))
+                    } else if let json = Self.jsonValues.randomElement(using: &rng)! {
+                        f.properties.append((name, json))
+                    }
                 }
                 let role: EventRole = e % 3 == 0 ? .pageEnter : .click
                 var hits: [Int] = []
