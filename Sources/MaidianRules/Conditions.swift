@@ -171,66 +171,107 @@ public protocol EventProperties {
     mutating func value(of name: UnsafeRawBufferPointer) -> PropertyValue?
 }
 
-/// Per-event scratch of condition checks, owned by one caller (one thread): which regex subjects were
-/// scanned for the current event and which of their patterns matched. Stamps change per event: nothing is
-/// cleared, nothing allocated after the first events.
+/// Per-event scratch of condition checks, owned by one caller (one thread). Everything is memoized per event
+/// under a stamp that changes per event (nothing is cleared, nothing allocated after the first events): each
+/// distinct test's result, each subject's value (looked up once, copied into `values`), and per regex subject
+/// the set of its patterns that match the value, cached by the value's text. So an event pays per distinct
+/// test and subject it needs, not per rule: thousands of rules that test `$os` or scan `$network_type` cost
+/// one look-up, one scan (or a cache hit) and then a memo read per rule.
 public struct ConditionScratch {
     var stamp: UInt32 = 0
-    var scanned: [UInt32] = []
-    var matched: [UInt32] = []
+    /// Per test: `stamp << 1 | result` once evaluated for this event.
+    var testMemo: [UInt32] = []
+    /// Per subject: stamp of the event whose value is loaded; its kind (`absentKind`: none), place in `values`.
+    var subjectStamp: [UInt32] = []
+    var subjectKind: [UInt8] = []
+    var subjectStart: [Int32] = [], subjectCount: [Int32] = []
+    /// Per subject: its value as a number (`numberState` 0: not parsed yet, 1: a number, 2: none).
+    var subjectNumber: [Double] = []
+    var numberState: [UInt8] = []
+    /// Per subject: the regex cache slot holding its value's pattern bits for this event (valid when `regexStamp` is current).
+    var regexStamp: [UInt32] = []
+    var regexSlot: [Int32] = []
+    /// The values of this event's subjects, one after the other.
+    var values: [UInt8] = []
     var decoded: [UInt8] = []
+    /// `regexSlotsPerSubject` direct-mapped slots per subject: a text and the bits of the patterns matching it.
+    var regexCache: [RegexSlot] = []
+
+    struct RegexSlot {
+        var hash: UInt64 = 0
+        var text: [UInt8] = []
+        var bits: [UInt64] = []
+    }
+
+    static let absentKind: UInt8 = 0xFF
+    static let regexSlotsPerSubject = 64
 
     /// Empty scratch (sized on first use).
     public init() {}
 
-    mutating func next(subjects: Int, patterns: Int) {
-        if scanned.count != subjects || matched.count != patterns {
-            scanned = Array(repeating: 0, count: subjects)
-            matched = Array(repeating: 0, count: patterns)
+    mutating func next(subjects: Int, tests: Int) {
+        if subjectStamp.count != subjects || testMemo.count != tests {
+            testMemo = Array(repeating: 0, count: tests)
+            subjectStamp = Array(repeating: 0, count: subjects)
+            subjectKind = Array(repeating: Self.absentKind, count: subjects)
+            subjectStart = Array(repeating: 0, count: subjects)
+            subjectCount = Array(repeating: 0, count: subjects)
+            subjectNumber = Array(repeating: 0, count: subjects)
+            numberState = Array(repeating: 0, count: subjects)
+            regexStamp = Array(repeating: 0, count: subjects)
+            regexSlot = Array(repeating: -1, count: subjects)
+            regexCache = Array(repeating: RegexSlot(), count: subjects * Self.regexSlotsPerSubject)
             stamp = 0
         }
         stamp &+= 1
-        if stamp == 0 {
-            for i in scanned.indices { scanned[i] = 0 }
-            for i in matched.indices { matched[i] = 0 }
+        // Memo entries keep the stamp in 31 bits: start over before it wraps.
+        if stamp == 0 || stamp >= 1 << 31 {
+            for i in testMemo.indices { testMemo[i] = 0 }
+            for i in subjectStamp.indices { subjectStamp[i] = 0; regexStamp[i] = 0 }
             stamp = 1
         }
+        values.removeAll(keepingCapacity: true)
     }
 }
 
-/// The conditions of a rule set, compiled: per hit number, a range of conditions; per subject, one regex database.
+/// The conditions of a rule set, compiled: per hit number, a list of test numbers; identical tests (same
+/// subject, same test) are one test, evaluated at most once per event; per subject, one regex database.
 struct ConditionIndex: Sendable {
-    enum Test: Sendable {
-        case anyOf([[UInt8]], [Double?])
-        case noneOf([[UInt8]], [Double?])
-        case compare(ConditionTest.Comparison, Double)
-        /// A pattern number over all subjects.
-        case regex(Int)
-    }
-    struct Compiled: Sendable {
-        var subject: Int
-        var tests: Range<Int>
+    enum Kind: UInt8, Sendable { case anyOf, noneOf, compare, regex }
+    /// One distinct test. `values`: for any-of / none-of, its values in `valueStarts`; for a regex, its pattern
+    /// number among its subject's patterns (`values.lowerBound`).
+    struct Test: Sendable {
+        var kind: Kind
+        var op: ConditionTest.Comparison
+        var subject: Int32
+        var bound: Double
+        var values: Range<Int32>
     }
 
-    /// Conditions of hit `h`: `conditions[starts[h]..<starts[h + 1]]`.
+    /// Tests of hit `h`: `hitTests[starts[h]..<starts[h + 1]]` (all must hold; a test on an absent value fails).
     var starts: [Int32]
-    var conditions: [Compiled] = []
+    var hitTests: [Int32] = []
     var tests: [Test] = []
+    /// Value `v` of any-of / none-of tests: `valueBytes[valueStarts[v]..<valueStarts[v + 1]]`, as a number `valueNumbers[v]` (NaN: none).
+    var valueBytes: [UInt8] = []
+    var valueStarts: [Int32] = [0]
+    var valueNumbers: [Double] = []
     var subjects: [ConditionSubject] = []
     /// Subject `s`'s property name, or for a content item its key (the property is `$element_content`).
     var subjectBytes: [[UInt8]] = []
     var regexes: [RegexSet] = []
-    /// Pattern `p` of subject `s` is number `regexBase[s] + p`.
-    var regexBase: [Int] = []
-    var patternCount = 0
+    /// Words of subject `s`'s pattern bit sets.
+    var regexWords: [Int] = []
     /// Some hit has conditions.
-    var isEmpty: Bool { conditions.isEmpty }
+    var isEmpty: Bool { hitTests.isEmpty }
 
     /// Compiles `perHit[h]` (the conditions of hit number `h`); `rule(h)` names a rule in errors.
     init(_ perHit: [[Condition]], rule: (Int) -> (String, SourceLocation?)) throws {
         starts = [0]
         var subjectNumbers: [ConditionSubject: Int] = [:]
+        var testNumbers: [String: Int32] = [:]
         var patterns: [[String]] = []
+        var patternNumbers: [[String: Int]] = []
         var patternOwner: [[Int]] = []
         for (h, conds) in perHit.enumerated() {
             for c in conds {
@@ -246,40 +287,56 @@ struct ConditionIndex: Sendable {
                     case .contentItem(let key): subjectBytes.append(Array(key.utf8))
                     }
                     patterns.append([])
+                    patternNumbers.append([:])
                     patternOwner.append([])
                 }
-                let first = tests.count
                 for t in c.tests {
+                    let key = "\(s)|\(t)"
+                    if let n = testNumbers[key] { hitTests.append(n); continue }
+                    var test = Test(kind: .anyOf, op: .gt, subject: Int32(s), bound: 0, values: 0..<0)
                     switch t {
-                    case .anyOf(let values): tests.append(.anyOf(values.map { Array($0.utf8) }, values.map(Self.number)))
-                    case .noneOf(let values): tests.append(.noneOf(values.map { Array($0.utf8) }, values.map(Self.number)))
-                    case .compare(let op, let v): tests.append(.compare(op, v))
+                    case .anyOf(let values), .noneOf(let values):
+                        if case .noneOf = t { test.kind = .noneOf }
+                        let first = Int32(valueNumbers.count)
+                        for v in values {
+                            valueBytes.append(contentsOf: v.utf8)
+                            valueStarts.append(Int32(valueBytes.count))
+                            valueNumbers.append(Self.number(v) ?? .nan)
+                        }
+                        test.values = first..<Int32(valueNumbers.count)
+                    case .compare(let op, let v):
+                        test.kind = .compare; test.op = op; test.bound = v
                     case .regex(let pattern):
-                        tests.append(.regex(-1 - patterns[s].count))  // resolved below, once bases are known
-                        patterns[s].append(pattern)
-                        patternOwner[s].append(h)
+                        test.kind = .regex
+                        let p: Int
+                        if let n = patternNumbers[s][pattern] {
+                            p = n
+                        } else {
+                            p = patterns[s].count
+                            patternNumbers[s][pattern] = p
+                            patterns[s].append(pattern)
+                            patternOwner[s].append(h)
+                        }
+                        test.values = Int32(p)..<Int32(p + 1)
                     }
+                    let n = Int32(tests.count)
+                    testNumbers[key] = n
+                    tests.append(test)
+                    hitTests.append(n)
                 }
-                conditions.append(Compiled(subject: s, tests: first..<tests.count))
             }
-            starts.append(Int32(conditions.count))
+            starts.append(Int32(hitTests.count))
         }
         for (s, list) in patterns.enumerated() {
-            regexBase.append(patternCount)
-            patternCount += list.count
+            regexWords.append((list.count + 63) / 64)
             do {
-                // Values repeat (the same titles, paths, versions): results are cached by text.
+                // The subject's value is looked up in the scratch's cache first; this one catches the rest.
                 regexes.append(try RegexSet(list, cacheSlots: list.isEmpty ? 0 : 1024))
             } catch let e as RegexSet.CompileError {
                 // Each pattern compiled alone when the file loaded; together they can still exceed Hyperscan's limits.
                 let owner = e.index.map { rule(patternOwner[s][$0]) }
                 throw PipelineError(code: .badValue, message: "bad regex for '\(subjects[s])'\(owner.map { " of rule '\($0.0)'" } ?? ""): \(e.message)",
                                     location: owner?.1, underlying: e)
-            }
-        }
-        for c in conditions {
-            for t in c.tests {
-                if case .regex(let local) = tests[t], local < 0 { tests[t] = .regex(regexBase[c.subject] + (-1 - local)) }
             }
         }
     }
@@ -322,15 +379,21 @@ extension RuleMatcher {
     /// `properties` reads (`lib`: its `lib` object, for `$app_version`). Order is kept.
     public func applyConditions<P: EventProperties>(_ hits: inout [Int], from start: Int, properties: inout P, lib: RawText,
                                                     scratch: inout ConditionScratch) {
-        guard !index.conditions.isEmpty, start < hits.count else { return }
+        let index = self.index.conditions
+        guard !index.isEmpty, start < hits.count else { return }
         var any = false
-        for k in start..<hits.count where index.conditions.has(hits[k]) { any = true; break }
+        for k in start..<hits.count where index.has(hits[k]) { any = true; break }
         guard any else { return }
-        scratch.next(subjects: index.conditions.subjects.count, patterns: index.conditions.patternCount)
+        scratch.next(subjects: index.subjects.count, tests: index.tests.count)
         var kept = start
         for k in start..<hits.count {
             let h = hits[k]
-            if !index.conditions.has(h) || conditionsHold(h, &properties, lib, &scratch) {
+            var holds = true
+            for n in Int(index.starts[h])..<Int(index.starts[h + 1]) where !testHolds(Int(index.hitTests[n]), index, &properties, lib, &scratch) {
+                holds = false
+                break
+            }
+            if holds {
                 hits[kept] = h
                 kept += 1
             }
@@ -338,23 +401,115 @@ extension RuleMatcher {
         hits.removeLast(hits.count - kept)
     }
 
-    private func conditionsHold<P: EventProperties>(_ h: Int, _ properties: inout P, _ lib: RawText, _ scratch: inout ConditionScratch) -> Bool {
-        for n in Int(index.conditions.starts[h])..<Int(index.conditions.starts[h + 1]) {
-            let cond = index.conditions.conditions[n]
-            guard let value = value(cond.subject, &properties, lib, &scratch) else { return false }
-            for t in cond.tests where !testHolds(index.conditions.tests[t], cond.subject, value, &scratch) { return false }
+    /// Test `t`'s result for the current event, evaluated on first use.
+    @inline(__always)
+    private func testHolds<P: EventProperties>(_ t: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: RawText,
+                                              _ scratch: inout ConditionScratch) -> Bool {
+        let memo = scratch.testMemo[t]
+        if memo >> 1 == scratch.stamp { return memo & 1 == 1 }
+        let result = evaluate(index.tests[t], index, &properties, lib, &scratch)
+        scratch.testMemo[t] = scratch.stamp << 1 | (result ? 1 : 0)
+        return result
+    }
+
+    private func evaluate<P: EventProperties>(_ t: ConditionIndex.Test, _ index: ConditionIndex, _ properties: inout P, _ lib: RawText,
+                                              _ scratch: inout ConditionScratch) -> Bool {
+        let s = Int(t.subject)
+        if scratch.subjectStamp[s] != scratch.stamp { load(s, index, &properties, lib, &scratch) }
+        let kind = scratch.subjectKind[s]
+        if kind == ConditionScratch.absentKind { return false }
+        switch t.kind {
+        case .compare:
+            guard kind == PropertyValue.Kind.number.rawValue || kind == PropertyValue.Kind.string.rawValue,
+                  let x = number(s, &scratch) else { return false }
+            return t.op.holds(x, t.bound)
+        case .anyOf:
+            return equalsAny(t, s, kind, index, &scratch)
+        case .noneOf:
+            return !equalsAny(t, s, kind, index, &scratch)
+        case .regex:
+            guard kind != PropertyValue.Kind.object.rawValue && kind != PropertyValue.Kind.other.rawValue else { return false }
+            if scratch.regexStamp[s] != scratch.stamp { scanRegexes(s, index, &scratch) }
+            let p = Int(t.values.lowerBound)
+            return scratch.regexCache[Int(scratch.regexSlot[s])].bits[p >> 6] & (1 << UInt64(p & 63)) != 0
         }
-        return true
+    }
+
+    /// Loads subject `s`'s value for the current event into the scratch (absent when the event has none).
+    private func load<P: EventProperties>(_ s: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: RawText,
+                                          _ scratch: inout ConditionScratch) {
+        scratch.subjectStamp[s] = scratch.stamp
+        scratch.numberState[s] = 0
+        guard let v = value(s, index, &properties, lib, &scratch) else {
+            scratch.subjectKind[s] = ConditionScratch.absentKind
+            return
+        }
+        scratch.subjectKind[s] = v.kind.rawValue
+        scratch.subjectStart[s] = Int32(scratch.values.count)
+        scratch.subjectCount[s] = Int32(v.text.count)
+        if let b = v.text.base { scratch.values.append(contentsOf: UnsafeBufferPointer(start: b, count: v.text.count)) }
+    }
+
+    /// Subject `s`'s loaded value (valid until the scratch's `values` grows).
+    @inline(__always)
+    private func loaded<R>(_ s: Int, _ scratch: borrowing ConditionScratch, _ body: (RawText) -> R) -> R {
+        let start = Int(scratch.subjectStart[s]), count = Int(scratch.subjectCount[s])
+        return scratch.values.withUnsafeBufferPointer { body(RawText(($0.baseAddress ?? emptyBytes) + start, count)) }
+    }
+
+    private func number(_ s: Int, _ scratch: inout ConditionScratch) -> Double? {
+        switch scratch.numberState[s] {
+        case 1: return scratch.subjectNumber[s]
+        case 2: return nil
+        default:
+            let x = loaded(s, scratch) { numberValue($0) }
+            scratch.numberState[s] = x == nil ? 2 : 1
+            scratch.subjectNumber[s] = x ?? 0
+            return x
+        }
+    }
+
+    /// Finds (or computes and caches) the bits of subject `s`'s patterns that match its value.
+    private func scanRegexes(_ s: Int, _ index: ConditionIndex, _ scratch: inout ConditionScratch) {
+        scratch.regexStamp[s] = scratch.stamp
+        let start = Int(scratch.subjectStart[s]), count = Int(scratch.subjectCount[s])
+        var h = Hash64()
+        scratch.values.withUnsafeBufferPointer { h.add(($0.baseAddress ?? emptyBytes) + start, count) }
+        h.add(UInt64(count))
+        let hash = h.value | 1
+        let slot = s * ConditionScratch.regexSlotsPerSubject + Int(truncatingIfNeeded: hash >> 20) & (ConditionScratch.regexSlotsPerSubject - 1)
+        scratch.regexSlot[s] = Int32(slot)
+        let same = scratch.regexCache[slot].hash == hash && scratch.regexCache[slot].text.count == count
+            && scratch.values.withUnsafeBufferPointer { v in
+                scratch.regexCache[slot].text.withUnsafeBufferPointer { bytesEqual(($0.baseAddress ?? emptyBytes), (v.baseAddress ?? emptyBytes) + start, count) }
+            }
+        if same { return }
+        var bits = scratch.regexCache[slot].bits
+        scratch.regexCache[slot].bits = []
+        bits.removeAll(keepingCapacity: true)
+        bits.append(contentsOf: repeatElement(0, count: index.regexWords[s]))
+        scratch.values.withUnsafeBufferPointer { v in
+            index.regexes[s].forEachMatch(UnsafeRawBufferPointer(start: (v.baseAddress ?? emptyBytes) + start, count: count)) {
+                bits[$0 >> 6] |= 1 << UInt64($0 & 63)
+            }
+        }
+        scratch.regexCache[slot].bits = bits
+        scratch.regexCache[slot].hash = hash
+        scratch.regexCache[slot].text.removeAll(keepingCapacity: true)
+        scratch.values.withUnsafeBufferPointer { v in
+            scratch.regexCache[slot].text.append(contentsOf: UnsafeBufferPointer(start: (v.baseAddress ?? emptyBytes) + start, count: count))
+        }
     }
 
     /// Subject `s`'s value in the event (valid until the next look-up).
-    private func value<P: EventProperties>(_ s: Int, _ properties: inout P, _ lib: RawText, _ scratch: inout ConditionScratch) -> PropertyValue? {
-        switch index.conditions.subjects[s] {
+    private func value<P: EventProperties>(_ s: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: RawText,
+                                           _ scratch: inout ConditionScratch) -> PropertyValue? {
+        switch index.subjects[s] {
         case .property:
-            let v = index.conditions.subjectBytes[s].withUnsafeBytes { properties.value(of: $0) }
-            if v == nil, index.conditions.subjectBytes[s] == RuleMatcher.appVersionName, let b = lib.base, lib.count > 2 {
+            let v = index.subjectBytes[s].withUnsafeBytes { properties.value(of: $0) }
+            if v == nil, index.subjectBytes[s] == RuleMatcher.appVersionName, let b = lib.base, lib.count > 2 {
                 let raw = UnsafeRawBufferPointer(start: b, count: lib.count)
-                let member = RuleMatcher.appVersionName.withUnsafeBytes { MiniJSON.member($0, in: raw) }
+                let member = RuleMatcher.appVersionName.withUnsafeBytes { JSONMembers.member($0, in: raw) }
                 if let r = member, raw[r.lowerBound] == 0x22 { return stringValue(b + r.lowerBound + 1, r.count - 2, &scratch) }
             }
             return v
@@ -362,7 +517,7 @@ extension RuleMatcher {
             let content = RuleMatcher.contentName.withUnsafeBytes { properties.value(of: $0) }
             guard let obj = content, obj.kind == .object, let b = obj.text.base else { return nil }
             let raw = UnsafeRawBufferPointer(start: b, count: obj.text.count)
-            let member = index.conditions.subjectBytes[s].withUnsafeBytes { MiniJSON.member($0, in: raw) }
+            let member = index.subjectBytes[s].withUnsafeBytes { JSONMembers.member($0, in: raw) }
             guard let r = member, raw[r.lowerBound] == 0x22 else { return nil }
             return stringValue(b + r.lowerBound + 1, r.count - 2, &scratch)
         }
@@ -378,39 +533,23 @@ extension RuleMatcher {
         return PropertyValue(kind: .string, text: RawText(p, n))
     }
 
-    private func testHolds(_ t: ConditionIndex.Test, _ subject: Int, _ v: PropertyValue, _ scratch: inout ConditionScratch) -> Bool {
-        switch t {
-        case .anyOf(let texts, let numbers):
-            return equalsAny(v, texts, numbers)
-        case .noneOf(let texts, let numbers):
-            return !equalsAny(v, texts, numbers)
-        case .compare(let op, let bound):
-            guard v.kind == .number || v.kind == .string, let x = numberValue(v.text) else { return false }
-            return op.holds(x, bound)
-        case .regex(let pattern):
-            guard v.kind != .object && v.kind != .other, let p = v.text.base else { return false }
-                if scratch.scanned[subject] != scratch.stamp {
-                scratch.scanned[subject] = scratch.stamp
-                let base = index.conditions.regexBase[subject], stamp = scratch.stamp
-                index.conditions.regexes[subject].forEachMatch(UnsafeRawBufferPointer(start: p, count: v.text.count)) { scratch.matched[base + $0] = stamp }
+    private func equalsAny(_ t: ConditionIndex.Test, _ s: Int, _ kind: UInt8, _ index: ConditionIndex, _ scratch: inout ConditionScratch) -> Bool {
+        guard kind == PropertyValue.Kind.string.rawValue || kind == PropertyValue.Kind.bool.rawValue || kind == PropertyValue.Kind.number.rawValue else {
+            return false
+        }
+        let textEqual = loaded(s, scratch) { v in
+            index.valueBytes.withUnsafeBufferPointer { bytes in
+                for n in Int(t.values.lowerBound)..<Int(t.values.upperBound) {
+                    let a = Int(index.valueStarts[n]), b = Int(index.valueStarts[n + 1])
+                    if b - a == v.count, bytesEqual((bytes.baseAddress ?? emptyBytes) + a, v.base ?? emptyBytes, v.count) { return true }
+                }
+                return false
             }
-            return scratch.matched[pattern] == scratch.stamp
         }
-    }
-
-    private func equalsAny(_ v: PropertyValue, _ texts: [[UInt8]], _ numbers: [Double?]) -> Bool {
-        switch v.kind {
-        case .string, .bool:
-            for t in texts where v.text.equals(t) { return true }
-            return false
-        case .number:
-            for t in texts where v.text.equals(t) { return true }
-            guard let x = numberValue(v.text) else { return false }
-            for n in numbers where n == x { return true }
-            return false
-        case .object, .other:
-            return false
-        }
+        if textEqual || kind != PropertyValue.Kind.number.rawValue { return textEqual }
+        guard let x = number(s, &scratch) else { return false }
+        for n in Int(t.values.lowerBound)..<Int(t.values.upperBound) where index.valueNumbers[n] == x { return true }
+        return false
     }
 
     static let appVersionName = Array("$app_version".utf8)

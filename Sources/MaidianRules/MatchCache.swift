@@ -61,9 +61,29 @@ public final class MatchCache {
         let count = t.count
         guard n + 4 + count <= longestKey else { return false }
         UnsafeMutableRawPointer(key + n).storeBytes(of: UInt32(count), as: UInt32.self)
-        (key + n + 4).update(from: p, count: count)
+        copy(p, key + n + 4, count)
         n += 4 + count
         return true
+    }
+
+    /// Copies `n` bytes. Fields are short (page names, paths, versions): up to 32 bytes are copied with
+    /// (overlapping) word loads and stores inside `src[0..<n]`, no call per field; longer ones with `memmove`.
+    @inline(__always)
+    private static func copy(_ src: UnsafePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt8>, _ n: Int) {
+        let s = UnsafeRawPointer(src), d = UnsafeMutableRawPointer(dst)
+        @inline(__always) func word(_ at: Int) { d.storeBytes(of: s.loadUnaligned(fromByteOffset: at, as: UInt64.self), toByteOffset: at, as: UInt64.self) }
+        if n >= 8 && n <= 32 {
+            word(0)
+            if n > 16 { word(8); word(n &- 16) }
+            word(n &- 8)
+        } else if n >= 4 && n < 8 {
+            d.storeBytes(of: s.loadUnaligned(as: UInt32.self), as: UInt32.self)
+            d.storeBytes(of: s.loadUnaligned(fromByteOffset: n &- 4, as: UInt32.self), toByteOffset: n &- 4, as: UInt32.self)
+        } else if n < 4 {
+            for i in 0..<n { dst[i] = src[i] }
+        } else {
+            dst.update(from: src, count: n)
+        }
     }
 
     /// A hash of the whole key in four independent lanes (a multiply and a rotation per word, the lanes in

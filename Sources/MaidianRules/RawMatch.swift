@@ -223,27 +223,14 @@ struct ContentItems {
                 }
                 return strings.id(RawText(base + lo, hi - lo))
             }
-            var i = MiniJSON.skipSpace(b, 0)
-            guard i < n, b[i] == 0x7B else { return body(items) }
-            i += 1
-            while items.count < pairs.count {
-                i = MiniJSON.skipSpace(b, i)
-                guard i < n, b[i] == 0x22 else { break }
-                let keyEnd = MiniJSON.skipString(b, i)
-                let key = id(i + 1, keyEnd - 1)
-                i = MiniJSON.skipSpace(b, keyEnd)
-                guard i < n, b[i] == 0x3A else { break }
-                i = MiniJSON.skipSpace(b, i + 1)
-                guard i < n else { break }
-                let valueStart = i
-                i = MiniJSON.skipValue(b, i)
-                if b[valueStart] == 0x22, key >= 0, items.value(key) == nil {
-                    (pairs.baseAddress! + items.count).initialize(to: (key, id(valueStart + 1, i - 1)))
+            JSONMembers.forEach(in: b) { key, escaped, value in
+                let keyStart = key.baseAddress! - b.baseAddress!
+                let k = escaped ? id(keyStart, keyStart + key.count) : strings.id(RawText(base + keyStart, key.count))
+                if b[value.lowerBound] == 0x22, k >= 0, items.value(k) == nil {
+                    (pairs.baseAddress! + items.count).initialize(to: (k, id(value.lowerBound + 1, value.upperBound - 1)))
                     items.count += 1
                 }
-                i = MiniJSON.skipSpace(b, i)
-                guard i < n, b[i] == 0x2C else { break }
-                i += 1
+                return items.count < pairs.count
             }
             return body(items)
         }
@@ -472,8 +459,8 @@ extension RuleMatcher {
     public static func libAppVersion(_ lib: RawText) -> String? {
         guard let base = lib.base, lib.count > 2 else { return nil }
         let b = UnsafeRawBufferPointer(start: base, count: lib.count)
-        guard let r = MiniJSON.members(b).first(where: { $0.key == Array("$app_version".utf8) })?.value else { return nil }
-        return MiniJSON.string(UnsafeRawBufferPointer(rebasing: b[r]))
+        guard let r = appVersionName.withUnsafeBytes({ JSONMembers.member($0, in: b) }) else { return nil }
+        return JSONMembers.string(UnsafeRawBufferPointer(rebasing: b[r]))
     }
 
     /// Appends the JSON string of the hit's id.

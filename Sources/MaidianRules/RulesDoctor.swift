@@ -71,7 +71,7 @@ public struct RulesDoctor {
 
     /// The rule with the new drawing, as YAML.
     static func fragment(_ rule: ElementRule, _ alert: RulesWatchdog.Alert, newPath: String, matched: Int, of total: Int) -> String {
-        let q = MiniJSON.quoted
+        let q = JSONOut.quoted
         func versions(_ v: [VersionCondition]) -> String {
             "[" + v.map { q($0.op.rawValue + $0.parts.map(String.init).joined(separator: ".")) }.joined(separator: ", ") + "]"
         }

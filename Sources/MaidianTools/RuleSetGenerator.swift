@@ -19,7 +19,7 @@ extension EventFacts {
         func text(_ name: StaticString) -> String? {
             guard let (p, bytes) = value(name) else { return nil }
             switch p.kind {
-            case .string: return bytes.withUnsafeBytes { MiniJSON.string($0) }
+            case .string: return bytes.withUnsafeBytes { JSONMembers.string($0) }
             case .number, .bool: return String(decoding: bytes, as: UTF8.self)
             default: return nil
             }
@@ -49,11 +49,14 @@ extension EventFacts {
         f.elementIndex = text("$element_index")
         if let (p, bytes) = value("$element_content") {
             if p.kind == .string {
-                f.content = bytes.withUnsafeBytes { MiniJSON.string($0) }
+                f.content = bytes.withUnsafeBytes { JSONMembers.string($0) }
             } else if p.kind == .object && p.fix == .keep {
-                f.contentItems = bytes.withUnsafeBytes { b in
-                    MiniJSON.members(b).compactMap { m in
-                        MiniJSON.string(UnsafeRawBufferPointer(rebasing: b[m.value])).map { (String(decoding: m.key, as: UTF8.self), $0) }
+                bytes.withUnsafeBytes { b in
+                    JSONMembers.forEach(in: b) { key, escaped, value in
+                        if let text = JSONMembers.string(UnsafeRawBufferPointer(rebasing: b[value])) {
+                            f.contentItems.append((String(decoding: escaped ? unescapeJSONString(key) : Array(key), as: UTF8.self), text))
+                        }
+                        return true
                     }
                 }
             }
@@ -354,7 +357,7 @@ extension RuleCatalog.Page {
 }
 
 /// A YAML double-quoted scalar (JSON string syntax, which YAML accepts).
-private func q(_ s: String) -> String { MiniJSON.quoted(s) }
+private func q(_ s: String) -> String { JSONOut.quoted(s) }
 
 /// `s` as a regex matching it literally.
 func escapeRegex(_ s: String) -> String {

