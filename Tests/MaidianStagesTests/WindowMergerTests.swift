@@ -358,6 +358,24 @@ final class WindowMergerTests: XCTestCase {
         XCTAssertEqual(h.written.map { int($0.value["count"]) }, [3], "copies after the end change nothing, in any batch")
     }
 
+    /// A window written during a re-read keeps its sources' partials merged into one; a copy of one of them that
+    /// its source sent again (the first run dropped it, live, as a partial for a written window) must not be added
+    /// to them: the chaos run on `sample-v2` doubled counts that way.
+    func testReReadCopyOfAPartialForAWindowWrittenDuringTheReReadIsNotAdded() throws {
+        let g = Feed(sources: 2, allowedLateness: 24 * 60 * Self.minute)
+        g.merger.restore(partition: 0, writtenUpTo: nil)
+        g.partial(0, window: 0, count: 2, users: [1, 2], replay: true)
+        g.partial(1, window: 0, count: 1, users: [3], replay: true)
+        g.progress(0, 2 * Self.minute, replay: true)
+        g.progress(1, 2 * Self.minute, replay: true)
+        try g.flush()  // window 0 written (not produced: re-read)
+        g.partial(1, window: 0, count: 1, users: [3], replay: true)  // source 1's new owner sent it again
+        g.late(1, window: 0, offset: 40, count: 1, users: [4], replay: true)
+        g.progress(1, 3 * Self.minute)
+        let out = try g.flush()
+        XCTAssertEqual(out.map { int($0.value["count"]) }, [4], "written again once, the copy not added")
+    }
+
     func testEveryIdleSourceDoesNotMakeLaterWindowsLate() throws {
         let f = Feed(sources: 2)
         f.partial(0, window: 0, count: 1, users: [1])

@@ -58,6 +58,8 @@ final class WindowMerger: PartialMerger {
         var lastLateFlush: ContinuousClock.Instant?
         /// Every source has sent its final progress (or the restored mark says so): later partials are copies.
         var ended = false
+        /// The written-up-to mark restored at a takeover: windows up to it are rebuilt from re-read partials.
+        var restoredUpTo: Int64 = .min
     }
 
     let countsTopic: String
@@ -128,7 +130,11 @@ final class WindowMerger: PartialMerger {
                 // that window again with part of its totals.
                 if st.ended { break }
                 if p.windowEnd <= st.writtenUpTo {
-                    if p.lateOffset >= 0 || r.replay {
+                    // A re-read whole-window partial is kept only for a window written before the checkpoint (the
+                    // re-read rebuilds it source by source). One written during the re-read holds its sources'
+                    // partials merged into one (`retained`): a copy its source sent again would be added to them,
+                    // where the first run, live, dropped it (below).
+                    if p.lateOffset >= 0 || (r.replay && p.windowEnd <= st.restoredUpTo) {
                         // A late partial, or (re-read) a partial of a window written before the checkpoint: kept
                         // with the written window (a window past the allowed lateness is not kept any more).
                         if let wm = watermark(st), wm != .max, p.windowEnd < saturatingSub(wm, allowedLateness) { break }
@@ -359,6 +365,7 @@ final class WindowMerger: PartialMerger {
     func restore(partition: Int32, writtenUpTo: Int64?) {
         let st = State()
         if let writtenUpTo { st.writtenUpTo = writtenUpTo }
+        st.restoredUpTo = st.writtenUpTo
         st.ended = writtenUpTo == .max
         states[partition] = st
     }
