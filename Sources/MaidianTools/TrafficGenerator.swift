@@ -28,6 +28,17 @@ public struct TrafficConfig: Sendable, Equatable {
     public var faultScale: Double
     /// zstd level of each record value.
     public var compressionLevel: Int
+    /// Share of sessions an offline app caches and uploads 2 minutes to 3 hours after they ended (late events that
+    /// still count: wire format §5). 0 (the default) leaves the traffic exactly as without the option.
+    public var offlineShare: Double = 0
+    /// Share of sessions uploaded 26 to 48 hours after they ended: too late for the default allowed lateness (24 h).
+    public var tooLateShare: Double = 0
+    /// Share of installs whose clock is 1 to 400 days ahead and whose SDK sends no `_flush_time` (nobody can correct
+    /// it: the pipeline clamps such times to `max_future`).
+    public var futureClockShare: Double = 0
+    /// Share of sessions of anonymous users in which the user logs in during a visit (between a page-enter and its
+    /// leave): `distinct_id` changes from the anonymous id to the login id, with a `track_signup` event.
+    public var loginShare: Double = 0
 
     /// The sample traffic's start: 2025-11-21 04:40:00 UTC.
     public static let defaultStart: Int64 = 1_763_700_000_000
@@ -72,6 +83,14 @@ public struct TrafficStats: Sendable, Equatable {
     public var crashes = 0
     /// Sum of record value sizes.
     public var valueBytes = 0
+    /// Records of sessions cached offline and uploaded minutes to hours late (`offlineShare`).
+    public var offlineRecords = 0
+    /// Records uploaded more than a day late (`tooLateShare`).
+    public var tooLateRecords = 0
+    /// Events from devices with clocks far ahead and no `_flush_time` (`futureClockShare`).
+    public var futureClockEvents = 0
+    /// Logins during a visit (`loginShare`).
+    public var logins = 0
 }
 
 /// The result of writing a generated recording.
@@ -131,6 +150,9 @@ public final class TrafficGenerator {
             var u = UserState(index: i, config: config)
             let half = Swift.max(Int64(Swift.max(config.minutes, 1)) * 30_000, 1)
             u.nextStart = windowStart + u.rng.range(0, half)
+            if config.futureClockShare > 0 && u.conditions.chance(config.futureClockShare) {
+                u.futureClock = u.conditions.range(1, 401) * 86_400_000 + u.conditions.range(0, 86_400_000)
+            }
             users.append(u)
             userHeap.push(UserSlot(start: u.nextStart, user: Int32(i)))
         }
@@ -230,9 +252,19 @@ public final class TrafficGenerator {
         var page = TrafficCatalog.Page.home
         var enterTime = t
         var crashed = false
+        // A login during this session's first visit (drawn from the conditions' own stream, so that without the
+        // option the traffic stays byte for byte what it was).
+        var logsIn = config.loginShare > 0 && !u.loggedIn && u.conditions.chance(config.loginShare)
         session: while true {
             add(classic ? .viewScreen : .enterView, t, page: page)
             enterTime = t
+            if logsIn {
+                logsIn = false
+                t += u.conditions.range(1000, 8000)
+                u.loggedIn = true
+                add(.signUp, t, page: page)
+                stats.logins += 1
+            }
             if u.rng.chance(0.01) {
                 // viewWillAppear twice: a re-enter without a leave.
                 t += u.rng.range(200, 900)
@@ -290,14 +322,26 @@ public final class TrafficGenerator {
             }
         }
         u.sessions += 1
-        upload(&u)
+        // An offline app keeps the session's uploads and sends them, oldest first, when it is back.
+        var delay: Int64 = 0
+        if config.offlineShare > 0 || config.tooLateShare > 0 {
+            let x = u.conditions.unit()
+            if x < config.tooLateShare {
+                delay = u.conditions.range(26 * 3_600_000, 48 * 3_600_000)
+            } else if x < config.tooLateShare + config.offlineShare {
+                delay = u.conditions.range(120_000, 3 * 3_600_000)
+            }
+        }
+        upload(&u, delay: delay)
         let gap = u.rng.range(60_000, 2_400_000)  // 1 to 40 minutes, as in the sample
         u.nextStart = t + gap
+        // The next session follows the cached uploads (up to 3 h; a day-old cache is the phone's last session).
+        if delay > 0 && delay < 24 * 3_600_000 { u.nextStart = Swift.max(u.nextStart, t + delay + 60_000) }
         if u.nextStart > windowEnd - 300_000 { u.done = true }  // no session starts in the last 5 minutes
     }
 
     /// Splits the session's events into uploads and queues their records.
-    private func upload(_ u: inout UserState) {
+    private func upload(_ u: inout UserState, delay: Int64) {
         // After each event the SDK waits 0.5 to 11 s for more before it uploads (about as in the sample);
         // an upload leaves at most 20 s after its first event, and arrives at most 24 s after it, so that
         // (with clocks a few seconds off) no event is late for a 30 s allowed lateness.
@@ -315,7 +359,7 @@ public final class TrafficGenerator {
                     break
                 }
             }
-            emitUpload(&u, i..<j, flushAt: flushAt)
+            emitUpload(&u, i..<j, flushAt: flushAt, delay: delay)
             i = j
         }
     }
@@ -329,7 +373,9 @@ public final class TrafficGenerator {
         return .none
     }
 
-    private func emitUpload(_ u: inout UserState, _ range: Range<Int>, flushAt: Int64) {
+    /// `delay`: how much later than `flushAt` an offline app sends the upload (its `_flush_time` then says so).
+    private func emitUpload(_ u: inout UserState, _ range: Range<Int>, flushAt plannedFlush: Int64, delay: Int64) {
+        let flushAt = plannedFlush + delay
         let fault = pickRecordFault(&u.rng)
         let rates = eventFaultRates
         let fixRate = 0.0095 * config.faultScale
@@ -408,7 +454,9 @@ public final class TrafficGenerator {
         }
         var received = flushAt + u.rng.range(60, 2500)
         if u.rng.chance(0.02) { received += u.rng.range(1000, 5000) }  // a slow upload, maybe overtaken by the next
-        received = Swift.min(received, events[range.lowerBound].time + 24_000)
+        received = Swift.min(received, events[range.lowerBound].time + 24_000 + delay)
+        if delay >= 24 * 3_600_000 { stats.tooLateRecords += 1 } else if delay > 0 { stats.offlineRecords += 1 }
+        if u.futureClock > 0 { stats.futureClockEvents += range.count }
         let withUA = u.rng.chance(0.1)
         recordHeap.push(PendingRecord(received: received, user: Int32(u.index), seq: u.seq, value: value, withUA: withUA, ua: u.ua))
         u.seq += 1
@@ -455,7 +503,7 @@ public final class TrafficGenerator {
             json.append(contentsOf: e.kind.eventName)
             json.append(0x22)
         }
-        let clientTime = e.time + u.clockOffset
+        let clientTime = e.time + u.clockOffset + u.futureClock
         if e.fault == .badTime {
             switch e.variant {
             case 0, 3: break
@@ -515,8 +563,11 @@ public final class TrafficGenerator {
             json.append(contentsOf: u.loginID)
             json.append(0x22)
         }
-        json.append(static: ",\"_flush_time\":")
-        json.append(decimal: flushAt + u.clockOffset)
+        // An SDK of a device with a clock far ahead sends no `_flush_time` (nobody can correct its times).
+        if u.futureClock == 0 {
+            json.append(static: ",\"_flush_time\":")
+            json.append(decimal: flushAt + u.clockOffset)
+        }
         json.append(0x7D)
     }
 
@@ -643,7 +694,7 @@ public final class TrafficGenerator {
             json.append(static: "{\"type\":\"profile_increment\"")
         }
         json.append(static: ",\"time\":")
-        json.append(decimal: time + u.clockOffset)
+        json.append(decimal: time + u.clockOffset + u.futureClock)
         json.append(static: ",\"distinct_id\":\"")
         json.append(contentsOf: u.loggedIn ? u.loginID : u.key)
         json.append(static: "\",\"properties\":{")
@@ -860,6 +911,11 @@ private struct UserState {
     var nextStart: Int64 = 0
     var done = false
     var seq: Int32 = 0
+    /// The stream of the real-world conditions (offline caches, clocks far ahead, logins): apart from `rng`, so
+    /// that traffic without them stays byte for byte the same.
+    var conditions: SeededRandom
+    /// How far ahead this device's clock is (0: not far ahead; then its SDK sends `_flush_time`).
+    var futureClock: Int64 = 0
     /// `,"lib":{...}`
     private(set) var libFragment: [UInt8] = []
     /// `"$os":...,"$network_type":"` (the network follows).
@@ -869,6 +925,7 @@ private struct UserState {
 
     init(index: Int, config: TrafficConfig) {
         var rng = SeededRandom(seed: config.seed, stream: UInt64(index))
+        conditions = SeededRandom(seed: config.seed ^ 0xC0ED_1710_45EE_D5A1, stream: UInt64(index))
         self.index = index
         var key: [UInt8] = [UInt8(ascii: "a")]
         var digits: [UInt8] = []

@@ -21,4 +21,29 @@ final class GenCommandTests: XCTestCase {
         let result = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(bench.utf8)) as? [String: Any], bench)
         XCTAssertEqual(result["events"] as? Int, genEvents, "gen and bench count the same events")
     }
+
+    /// The real-world conditions are options: the summary says how many of each were generated, and shares that
+    /// cannot hold are refused.
+    func testGenTakesTheRealWorldConditions() throws {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("gen-\(UUID().uuidString).ndjson")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let gen = try Integration.run(Integration.binary.path, [
+            "gen", "--users", "40", "--minutes", "40", "--seed", "3", "--out", out.path, "--offline-share", "0.2",
+            "--too-late-share", "0.05", "--future-clock-share", "0.1", "--login-share", "0.3",
+        ])
+        let line = try XCTUnwrap(gen.split(separator: "\n").first { $0.hasPrefix("gen: conditions:") }, gen)
+        let numbers = line.split(separator: " ").compactMap { Int($0) }
+        XCTAssertEqual(numbers.count, 4, String(line))
+        XCTAssertTrue(numbers.allSatisfy { $0 > 0 }, "every condition generated: \(line)")
+        XCTAssertGreaterThan(try String(contentsOf: out, encoding: .utf8).split(separator: "\n").count, 100)
+
+        let plain = try Integration.run(Integration.binary.path, ["gen", "--users", "5", "--minutes", "10", "--out", out.path])
+        XCTAssertFalse(plain.contains("conditions"), "no conditions line without the options")
+
+        let refused = try Integration.Child(Integration.binary, [
+            "gen", "--users", "5", "--minutes", "10", "--out", out.path, "--offline-share", "0.8", "--too-late-share", "0.5",
+        ], name: "gen-refused")
+        XCTAssertNotEqual(refused.wait(timeout: 60), 0)
+        XCTAssertTrue(refused.stderr.contains("add up to more than 1"), refused.stderr)
+    }
 }

@@ -24,10 +24,19 @@ final class SampleCluster {
 
     static let sample = Integration.shared.appendingPathComponent("traffic/sample.ndjson")
     static let expected = Integration.shared.appendingPathComponent("traffic/sample.expected.json")
+    /// The recording this cluster runs (`sample` or `sample-v2`), its answers and its number of records.
+    let recording: String
+    let sampleURL: URL
+    let expectedURL: URL
+    let records: Int
 
     /// `pipelineEdits` are (text, replacement) pairs applied to a copy of `pipelines/app-analytics.yaml`
     /// (for `source.kafka`, `producer.kafka`, `source.liveness_timeout` in a test).
-    init(brokers: Int = 1, pipelineEdits: [(String, String)] = []) throws {
+    init(brokers: Int = 1, pipelineEdits: [(String, String)] = [], recording: String = "sample", records: Int = 9568) throws {
+        self.recording = recording
+        self.records = records
+        sampleURL = Integration.shared.appendingPathComponent("traffic/\(recording).ndjson")
+        expectedURL = Integration.shared.appendingPathComponent("traffic/\(recording).expected.json")
         broker = try EmbeddedBroker(brokers: brokers, logger: logger)
         topics = [("events.raw", 8), ("events.enriched", 8), ("events.dlq", 4), ("metrics.counts", 4),
                   ("metrics.dwell", 4), ("crash.trails", 4), ("\(group).partials", 4)]
@@ -57,14 +66,15 @@ final class SampleCluster {
 
     var bootstrap: String { broker.bootstrapServers }
 
-    static func expectedAnswers() throws -> [String: Any] {
-        try JSONSerialization.jsonObject(with: Data(contentsOf: expected)) as! [String: Any]
+    static func expectedAnswers(_ recording: String = "sample") throws -> [String: Any] {
+        let url = Integration.shared.appendingPathComponent("traffic/\(recording).expected.json")
+        return try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as! [String: Any]
     }
 
     /// Loads the sample into the raw topic with the independent Python producer, spread over `seconds`
-    /// (0: at once). Returns the running producer; it prints 9568 when done.
+    /// (0: at once). Returns the running producer; it prints the number of records (`records`) when done.
     func startProducer(seconds: Double) throws -> Integration.Child {
-        let args = Integration.pythonArgs("kafka_produce_recording.py", [bootstrap, "events.raw", Self.sample.path, String(seconds)])
+        let args = Integration.pythonArgs("kafka_produce_recording.py", [bootstrap, "events.raw", sampleURL.path, String(seconds)])
         return try Integration.Child(URL(fileURLWithPath: Integration.python), args, name: "\(group)-producer")
     }
 
@@ -126,9 +136,12 @@ final class SampleCluster {
     /// golden test; the records on `events.enriched` and `events.dlq` as sets equal to those of one
     /// uninterrupted run (wire format §5 "Failover": after a kill a record may be written again, identically), and as
     /// multisets (no duplicates) when `exact`.
-    func check(exact: Bool, file: StaticString = #filePath, line: UInt = #line) throws {
-        let expected = try Self.expectedAnswers()
-        let reference = try Self.reference()
+    /// Returns how many records `events.enriched` holds, and how many an uninterrupted run writes there.
+    @discardableResult
+    func check(exact: Bool, file: StaticString = #filePath, line: UInt = #line) throws -> (total: Int, uninterrupted: Int) {
+        let expected = try Self.expectedAnswers(recording)
+        let reference = try Self.reference(recording: recording, records: records)
+        var enriched = (total: 0, uninterrupted: 0)
         let records = try dump()
         try GoldenChecks.checkWindows(records: records, expected: expected, file: file, line: line)
         for topic in ["events.enriched", "events.dlq"] {
@@ -146,18 +159,20 @@ final class SampleCluster {
                 XCTAssertEqual(differing.count, 0, "\(topic): \(differing.count) records written a different number of times than by an uninterrupted run (\(total) records in all)", file: file, line: line)
             }
             print("\(topic): \(total) records, \(got.count) distinct (an uninterrupted run: \(want.values.reduce(0, +)), \(want.count) distinct)")
+            if topic == "events.enriched" { enriched = (total, want.values.reduce(0, +)) }
         }
+        return enriched
     }
 
     // Computed once per test process (tests run one after another).
-    nonisolated(unsafe) private static var referenceRecords: [String: [String: Int]]?
+    nonisolated(unsafe) private static var referenceRecords: [String: [String: [String: Int]]] = [:]
 
     /// What one uninterrupted run writes to `events.enriched` and `events.dlq` (record value -> how many
-    /// times): one `--until-end` worker over the whole sample on a cluster of its own, checked against
-    /// `sample.expected.json` like the golden test.
-    static func reference() throws -> [String: [String: Int]] {
-        if let r = referenceRecords { return r }
-        let c = try SampleCluster()
+    /// times): one `--until-end` worker over the whole recording on a cluster of its own, checked against
+    /// its `.expected.json` like the golden test.
+    static func reference(recording: String = "sample", records: Int = 9568) throws -> [String: [String: Int]] {
+        if let r = referenceRecords[recording] { return r }
+        let c = try SampleCluster(recording: recording, records: records)
         let producer = try c.startProducer(seconds: 0)
         XCTAssertEqual(producer.wait(timeout: 180), 0, "producer: \(producer.stderr)")
         try c.finish()
@@ -165,12 +180,12 @@ final class SampleCluster {
         for r in try Integration.dumpTopics(bootstrap: c.bootstrap, ["events.enriched", "events.dlq"]) {
             out[r.topic, default: [:]][r.value, default: 0] += 1
         }
-        let expected = try expectedAnswers()
+        let expected = try expectedAnswers(recording)
         XCTAssertEqual(out["events.enriched"]?.values.reduce(0, +), expected["enriched"] as? Int, "reference run: records on events.enriched")
         var reasons: [String: Int] = [:]
         for (value, n) in out["events.dlq"] ?? [:] { reasons[(try GoldenChecks.json(value))["reason"] as? String ?? "?", default: 0] += n }
         XCTAssertEqual(reasons, expected["dlq"] as? [String: Int], "reference run: dead letters by reason")
-        referenceRecords = out
+        referenceRecords[recording] = out
         return out
     }
 

@@ -311,6 +311,72 @@ final class WindowMergerTests: XCTestCase {
         XCTAssertEqual(f.merger.replayFrom(partition: 0), 2, "only the latest progress is needed now")
     }
 
+    /// The two-worker golden run's lost late contributions: a merger that saw every source end keeps no written
+    /// window, so its replay point is the sources' last progress, after some windows' first partials. A new owner
+    /// re-reading from there must not rebuild such a window from the re-read alone and, with a late partial it
+    /// re-reads, write it again with part of its totals.
+    func testAfterEverySourceEndedAReReadWritesNoWindowAgain() throws {
+        let f = Feed(sources: 2, allowedLateness: 24 * 60 * Self.minute)
+        f.partial(0, window: 0, count: 2, users: [1, 2])    // 0: before the replay point
+        f.progress(0, .max)                                 // 1: source 0 ended
+        f.partial(1, window: 0, count: 1, users: [3])       // 2
+        f.progress(1, 2 * Self.minute)                      // 3: window 0 written
+        try f.flush()
+        f.late(1, window: 0, offset: 40, count: 1, users: [4])  // 4: written again
+        try f.flush()
+        f.progress(1, .max)                                 // 5: every source ended
+        try f.flush()
+        XCTAssertEqual(f.written.map { int($0.value["count"]) }, [3, 4])
+        XCTAssertTrue(f.merger.isComplete(partition: 0))
+        let from = try XCTUnwrap(f.merger.replayFrom(partition: 0))
+        XCTAssertGreaterThan(from, 0, "nothing is kept after the end: the replay point passed window 0's first partial")
+
+        // A new owner re-reads from the replay point up to the commit (6), then gets a re-sent copy of a final
+        // partial (its source was re-read after a takeover of its own).
+        let g = Feed(sources: 2, allowedLateness: 24 * 60 * Self.minute)
+        g.merger.restore(partition: 0, writtenUpTo: f.merger.writtenUpTo(partition: 0))
+        g.offsets[0] = from
+        if from <= 1 { g.progress(0, .max, replay: true) }
+        if from <= 2 { g.partial(1, window: 0, count: 1, users: [3], replay: true) }
+        if from <= 3 { g.progress(1, 2 * Self.minute, replay: true) }
+        g.late(1, window: 0, offset: 40, count: 1, users: [4], replay: true)
+        g.progress(1, .max, replay: true)
+        g.partial(1, window: 0, count: 1, users: [3])
+        g.progress(1, .max)
+        try g.flush()
+        XCTAssertEqual(g.written.map { int($0.value["count"]) }, [], "window 0 is final: nothing is written again")
+        XCTAssertTrue(g.merger.isComplete(partition: 0))
+
+        // The same when the re-read itself sees the sources end: partials after that are copies.
+        let h = Feed(sources: 2, allowedLateness: 24 * 60 * Self.minute)
+        h.partial(0, window: 0, count: 2, users: [1, 2])
+        h.progress(0, .max)
+        h.partial(1, window: 0, count: 1, users: [3])
+        h.progress(1, .max)
+        h.late(1, window: 0, offset: 40, count: 1, users: [4])
+        h.partial(1, window: 0, count: 1, users: [3])
+        try h.flush()
+        XCTAssertEqual(h.written.map { int($0.value["count"]) }, [3], "copies after the end change nothing, in any batch")
+    }
+
+    /// A window written during a re-read keeps its sources' partials merged into one; a copy of one of them that
+    /// its source sent again (the first run dropped it, live, as a partial for a written window) must not be added
+    /// to them: the chaos run on `sample-v2` doubled counts that way.
+    func testReReadCopyOfAPartialForAWindowWrittenDuringTheReReadIsNotAdded() throws {
+        let g = Feed(sources: 2, allowedLateness: 24 * 60 * Self.minute)
+        g.merger.restore(partition: 0, writtenUpTo: nil)
+        g.partial(0, window: 0, count: 2, users: [1, 2], replay: true)
+        g.partial(1, window: 0, count: 1, users: [3], replay: true)
+        g.progress(0, 2 * Self.minute, replay: true)
+        g.progress(1, 2 * Self.minute, replay: true)
+        try g.flush()  // window 0 written (not produced: re-read)
+        g.partial(1, window: 0, count: 1, users: [3], replay: true)  // source 1's new owner sent it again
+        g.late(1, window: 0, offset: 40, count: 1, users: [4], replay: true)
+        g.progress(1, 3 * Self.minute)
+        let out = try g.flush()
+        XCTAssertEqual(out.map { int($0.value["count"]) }, [4], "written again once, the copy not added")
+    }
+
     func testEveryIdleSourceDoesNotMakeLaterWindowsLate() throws {
         let f = Feed(sources: 2)
         f.partial(0, window: 0, count: 1, users: [1])

@@ -188,6 +188,112 @@ final class TrafficGeneratorTests: XCTestCase {
         XCTAssertTrue(c.events.contains { (($0["properties"] as? [String: Any])?["$os"] as? String) == "Android" })
     }
 
+    /// The events of each good record with its `received_at` (Foundation JSON: tests only); a retried copy (the
+    /// same bytes again) once.
+    private func uploads(_ records: [RecordingRecord]) -> [(received: Int64, events: [[String: Any]])] {
+        let zstd = ZstdDecompressor()
+        var out: [(Int64, [[String: Any]])] = []
+        var seen: Set<[UInt8]> = []
+        for r in records where seen.insert(r.value).inserted {
+            let received = Int64(r.headerString("received_at") ?? "") ?? 0
+            var json = r.value
+            if r.value.starts(with: [0x28, 0xB5, 0x2F, 0xFD]) {
+                json = []
+                var failed = false
+                r.value.withUnsafeBytes { raw in
+                    do throws(ZstdError) { _ = try zstd.decompress(raw, into: &json, limit: 16 << 20) } catch { failed = true }
+                }
+                if failed { continue }
+            }
+            guard let array = (try? JSONSerialization.jsonObject(with: Data(json))) as? [Any] else { continue }
+            out.append((received, array.compactMap { $0 as? [String: Any] }.filter { ($0["time"] as? NSNumber) != nil }))
+        }
+        return out
+    }
+
+    private func ms(_ v: Any?) -> Int64? { (v as? NSNumber)?.int64Value }
+
+    /// What each condition of `maidian gen` (wire format revision 2) puts into the traffic, found in the records
+    /// themselves; without the options none of it is there.
+    func testRealWorldConditionsAreOptInAndShowInTheRecords() {
+        func look(_ config: TrafficConfig) -> (offline: Int, tooLate: Int, future: Int, logins: Int, stats: TrafficStats) {
+            let g = TrafficGenerator(config)
+            var records: [RecordingRecord] = []
+            while let r = g.next() { records.append(r) }
+            var offline = 0, tooLate = 0, future = 0
+            var aheadIDs: Set<Int64> = []
+            for (received, events) in uploads(records) {
+                // A cached upload says when it was sent (`_flush_time` near `received_at`: calibration does not move
+                // its events), and its events are older than that.
+                let flushed = events.compactMap { ms($0["_flush_time"]) }
+                let oldest = events.compactMap { ms($0["time"]) }.min() ?? received
+                if let f = flushed.first, abs(received - f) <= 60_000 {
+                    if received - oldest > 24 * 3_600_000 { tooLate += 1 } else if received - oldest > 120_000 { offline += 1 }
+                }
+                for e in events where (e["type"] as? String)?.hasPrefix("track") == true && e["_flush_time"] == nil
+                    && (ms(e["time"]) ?? 0) > received + 86_400_000 {
+                    if let id = ms(e["_track_id"]), aheadIDs.insert(id).inserted { future += 1 }
+                }
+            }
+            // A login during a visit: the install's page-enter under its anonymous id, then its `track_signup`
+            // (`original_id` the anonymous id), then the leave of that page under the login id.
+            var logins = 0
+            var opened: [String: String] = [:]  // anonymous id -> page entered anonymously
+            var signedUp: Set<String> = []
+            let all = uploads(records).flatMap(\.events).sorted { (ms($0["time"]) ?? 0) < (ms($1["time"]) ?? 0) }
+            for e in all {
+                guard let anon = e["anonymous_id"] as? String, let did = e["distinct_id"] as? String else { continue }
+                let props = e["properties"] as? [String: Any] ?? [:]
+                let page = (props["$screen_name"] as? String) ?? (props["current_url"] as? String)
+                switch e["event"] as? String {
+                case "$AppViewScreen", "enter_view":
+                    if did == anon, let page { opened[anon] = page } else { opened[anon] = nil }
+                case "$SignUp":
+                    if e["original_id"] as? String == anon, opened[anon] != nil { signedUp.insert(anon) }
+                case "$AppPageLeave", "leave_view":
+                    if signedUp.contains(anon), did != anon, page == opened[anon] { logins += 1 }
+                    signedUp.remove(anon)
+                    opened[anon] = nil
+                default:
+                    break
+                }
+            }
+            return (offline, tooLate, future, logins, g.stats)
+        }
+        let plain = look(TrafficConfig(users: 60, minutes: 60, seed: 5))
+        XCTAssertEqual(plain.offline + plain.tooLate + plain.future, 0, "no condition without its option")
+        XCTAssertEqual([plain.stats.offlineRecords, plain.stats.tooLateRecords, plain.stats.futureClockEvents, plain.stats.logins], [0, 0, 0, 0])
+
+        // Each condition alone on clean traffic, found in the records: all but those of devices whose clock is also
+        // hours off (6%: their `_flush_time` is off too, so the look cannot tell) or too little ahead to tell.
+        var late = TrafficConfig(users: 60, minutes: 60, seed: 5, faultScale: 0)
+        late.offlineShare = 0.2
+        late.tooLateShare = 0.05
+        let l = look(late)
+        var ahead = TrafficConfig(users: 60, minutes: 60, seed: 5, faultScale: 0)
+        ahead.futureClockShare = 0.1
+        let a = look(ahead)
+        for (found, counted, what) in [(l.offline, l.stats.offlineRecords, "cached uploads sent minutes to hours after their events"),
+                                       (l.tooLate, l.stats.tooLateRecords, "uploads more than a day late"),
+                                       (a.future, a.stats.futureClockEvents, "events more than a day ahead without _flush_time")] {
+            XCTAssertGreaterThan(found, 0, what)
+            XCTAssertLessThanOrEqual(found, counted, what)
+            XCTAssertGreaterThanOrEqual(Double(found), 0.8 * Double(counted), what)
+        }
+        var config = TrafficConfig(users: 60, minutes: 60, seed: 5)
+        config.offlineShare = 0.2
+        config.tooLateShare = 0.05
+        config.futureClockShare = 0.1
+        config.loginShare = 0.3
+        let got = look(config)
+        XCTAssertGreaterThan(got.stats.logins, 0)
+        XCTAssertGreaterThan(got.logins, 0, "logins between a page-enter and its leave")
+        XCTAssertLessThanOrEqual(got.logins, got.stats.logins)
+        // Options and seed still decide every byte.
+        let again = look(config)
+        XCTAssertEqual(again.stats, got.stats)
+    }
+
     func testFaultScaleZeroIsClean() {
         let records = generate(TrafficConfig(users: 30, minutes: 30, seed: 3, faultScale: 0))
         let c = Classified(records)

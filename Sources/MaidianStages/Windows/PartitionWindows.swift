@@ -264,6 +264,11 @@ final class PartitionWindows {
     /// Windows ending at or before this were closed (their partials written): events for them count as
     /// late contributions (`late*`), written per record after the batch.
     @exclusivity(unchecked) var closedUpTo: Int64 = .min
+    /// While a late event is counted and paired: its record's watermark. Windows ending at or before it are late
+    /// contributions even when the partition closes them only at the batch's end: where batches end differs
+    /// when a partition is read again after a takeover, and a contribution must not go into a window's partial
+    /// in one run and into a late partial in the other (both would be counted).
+    @exclusivity(unchecked) var recordWatermark: Int64 = .min
     /// Late contributions by (tuple, record offset), in `lateAggregates`, keys in `lateKeys`.
     @exclusivity(unchecked) var lateTable: [LateTuple: Int32] = [:]
     @exclusivity(unchecked) var lateAggregates: [Aggregate] = []

@@ -56,6 +56,10 @@ final class WindowMerger: PartialMerger {
         /// Written keys changed by late partials since they were last written.
         var dirty: Set<MessageKey> = []
         var lastLateFlush: ContinuousClock.Instant?
+        /// Every source has sent its final progress (or the restored mark says so): later partials are copies.
+        var ended = false
+        /// The written-up-to mark restored at a takeover: windows up to it are rebuilt from re-read partials.
+        var restoredUpTo: Int64 = .min
     }
 
     let countsTopic: String
@@ -120,8 +124,17 @@ final class WindowMerger: PartialMerger {
             switch layout {
             case .partial(let p):
                 let part = Part(source: p.sourcePartition, lateOffset: p.lateOffset, message: r.value, layout: p)
+                // Once every source has ended, a partial is a copy: a source re-read after its own takeover sends
+                // its last windows again. Nothing is kept for late partials after the end, so applied to a window
+                // rebuilt from a re-read alone (its earlier partials lie before the replay point) it would write
+                // that window again with part of its totals.
+                if st.ended { break }
                 if p.windowEnd <= st.writtenUpTo {
-                    if p.lateOffset >= 0 || r.replay {
+                    // A re-read whole-window partial is kept only for a window written before the checkpoint (the
+                    // re-read rebuilds it source by source). One written during the re-read holds its sources'
+                    // partials merged into one (`retained`): a copy its source sent again would be added to them,
+                    // where the first run, live, dropped it (below).
+                    if p.lateOffset >= 0 || (r.replay && p.windowEnd <= st.restoredUpTo) {
                         // A late partial, or (re-read) a partial of a window written before the checkpoint: kept
                         // with the written window (a window past the allowed lateness is not kept any more).
                         if let wm = watermark(st), wm != .max, p.windowEnd < saturatingSub(wm, allowedLateness) { break }
@@ -148,6 +161,8 @@ final class WindowMerger: PartialMerger {
                 }
             case .progress(let source, let watermark, let idle):
                 st.progress[source] = Progress(watermark: watermark, idle: idle, offset: r.offset)
+                // Decided at the record, not at the batch's end, so that a re-read decides the same whatever its batches.
+                if watermark == .max && !st.ended { st.ended = self.watermark(st) == .max }
             }
         }
         for (partition, index) in touched.sorted(by: { $0.key < $1.key }) {
@@ -350,6 +365,8 @@ final class WindowMerger: PartialMerger {
     func restore(partition: Int32, writtenUpTo: Int64?) {
         let st = State()
         if let writtenUpTo { st.writtenUpTo = writtenUpTo }
+        st.restoredUpTo = st.writtenUpTo
+        st.ended = writtenUpTo == .max
         states[partition] = st
     }
 

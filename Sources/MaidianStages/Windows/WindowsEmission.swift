@@ -181,7 +181,7 @@ extension WindowsStage {
             if let b = id.baseAddress { h.add(b.assumingMemoryBound(to: UInt8.self), id.count) }
             return h.value
         }
-        let late = saturatingAdd(windowStart, window) <= st.closedUpTo
+        let late = saturatingAdd(windowStart, window) <= max(st.closedUpTo, st.recordWatermark)
         for rule in ruleSetRules[Int(v.rules)] {
             let tuple = AggregateTuple(metric: 2, rule: rule, dims: v.dims, content: -1, windowStart: windowStart)
             if late {

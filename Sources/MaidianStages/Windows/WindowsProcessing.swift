@@ -95,7 +95,9 @@ extension WindowsStage {
                                 apply(st.pending.pop()!, st, record: st.ownerRecord, output: &output)
                             }
                         }
+                        st.recordWatermark = watermark
                         take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: true, output: &output)
+                        st.recordWatermark = .min
                         continue
                     }
                     take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: false, output: &output)
@@ -318,7 +320,7 @@ extension WindowsStage {
                 content = BatchView.stringText(hit.contentInScratch ? v.scratch : v.json, hit.content).withDecoded { contents.intern($0) }
             }
             let tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
-            if saturatingAdd(windowStart, window) <= st.closedUpTo {
+            if saturatingAdd(windowStart, window) <= max(st.closedUpTo, st.recordWatermark) {
                 // Its window is written already: a late contribution (few events; a slower path).
                 countLate(st, tuple, offset: offset, user: userHash, duration: nil)
                 continue
