@@ -1,5 +1,6 @@
 import MaidianEvents
 import MaidianRecording
+import MaidianTools
 @testable import MaidianRules
 import XCTest
 
