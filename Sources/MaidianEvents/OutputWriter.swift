@@ -116,9 +116,9 @@ public enum OutputWriter {
         }
         // Up to two edits, applied in position order: the time value and the properties object.
         var cursor = start
-        let timeFirst = ev.calibrated && (ev.propertiesKind != 1 || ev.timeValue.start < ev.properties.start)
+        let timeFirst = ev.calibrated && (ev.propertiesKind != .object || ev.timeValue.start < ev.properties.start)
         if timeFirst { cursor = writeTime(ev, j, cursor, &o) }
-        if ev.propertiesKind == 1 {
+        if ev.propertiesKind == .object {
             let ps = Int(ev.properties.start), pe = Int(ev.properties.end)
             if ev.hasFixes {
                 o.append(contentsOf: UnsafeRawBufferPointer(start: j + cursor, count: ps - cursor))
