@@ -10,30 +10,6 @@ import MaidianPipeline
 /// user's trail. A window's partial aggregate goes through an internal topic to the worker that holds its
 /// key's internal partition, which merges the partials of every source partition (see `WindowMerger`).
 public final class WindowsStage: Stage, Repartitioning {
-    /// Event names per role (wire format §3).
-    public struct Roles: Decodable, Sendable {
-        public var pageEnter = ["$AppViewScreen", "enter_view"]
-        public var pageLeave = ["$AppPageLeave", "leave_view"]
-        public var click = ["$AppClick"]
-        public var appStart = ["$AppStart"]
-        public var appEnd = ["$AppEnd"]
-        public var crash = ["$AppCrashed"]
-        enum CodingKeys: String, CodingKey {
-            case pageEnter = "page_enter", pageLeave = "page_leave", click, appStart = "app_start", appEnd = "app_end", crash
-        }
-        public init() {}
-        public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            let d = Roles()
-            pageEnter = try c.decodeIfPresent([String].self, forKey: .pageEnter) ?? d.pageEnter
-            pageLeave = try c.decodeIfPresent([String].self, forKey: .pageLeave) ?? d.pageLeave
-            click = try c.decodeIfPresent([String].self, forKey: .click) ?? d.click
-            appStart = try c.decodeIfPresent([String].self, forKey: .appStart) ?? d.appStart
-            appEnd = try c.decodeIfPresent([String].self, forKey: .appEnd) ?? d.appEnd
-            crash = try c.decodeIfPresent([String].self, forKey: .crash) ?? d.crash
-        }
-    }
-
     /// The stage's options (pipelines/README.md documents each).
     public struct Config: Decodable, Sendable {
         public var window = ConfigDuration(milliseconds: 60_000)
@@ -48,7 +24,6 @@ public final class WindowsStage: Stage, Repartitioning {
         public var trailLength = 20
         public var trailMaxAge = ConfigDuration(milliseconds: 60 * 60_000)
         public var ignorePages: [String] = []
-        public var roles = Roles()
         public var countsTopic = "metrics.counts"
         public var dwellTopic = "metrics.dwell"
         public var trailsTopic = "crash.trails"
@@ -83,7 +58,13 @@ public final class WindowsStage: Stage, Repartitioning {
             if trailLength < 0 { throw PipelineError(code: .badValue, message: "'trail_length' must not be negative") }
             trailMaxAge = try positive(.trailMaxAge, d.trailMaxAge)
             ignorePages = try c.decodeIfPresent([String].self, forKey: .ignorePages) ?? []
-            roles = try c.decodeIfPresent(Roles.self, forKey: .roles) ?? d.roles
+            // The roles are the pipeline's (`roles:` at the top), shared with `match`: a list here could only
+            // disagree with what `match` counts, so the old key is refused where it is written.
+            if c.contains(.roles) {
+                throw decoder.fail(
+                    "'roles' moved to the pipeline level: every stage uses the same roles", forKey: CodingKeys.roles,
+                    hint: "write 'roles:' at the top of the pipeline file (beside 'stages:'), with the same keys", code: .badValue)
+            }
             countsTopic = try c.decodeIfPresent(String.self, forKey: .countsTopic) ?? d.countsTopic
             dwellTopic = try c.decodeIfPresent(String.self, forKey: .dwellTopic) ?? d.dwellTopic
             trailsTopic = try c.decodeIfPresent(String.self, forKey: .trailsTopic) ?? d.trailsTopic
@@ -205,7 +186,7 @@ public final class WindowsStage: Stage, Repartitioning {
         var dimsBits: UInt64 = 0
         for n in fixed.count..<(fixed.count + config.by.count) where n < 64 { dimsBits |= 1 << UInt64(n) }
         dimsWanted = dimsBits
-        let r = config.roles
+        let r = context.roles
         let roleNames = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash].map { $0.map { Array($0.utf8) } }
         var names = Interner()
         let roleEventIDs = roleNames.map { $0.map { names.intern($0) } }
