@@ -424,28 +424,3 @@ extension DeadLetterReason {
         }
     }
 }
-
-/// Standard base64 (RFC 4648) encoding into a byte buffer.
-public enum Base64 {
-    private static let table: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    public static func encode(_ b: UnsafeRawBufferPointer, into o: inout [UInt8]) {
-        let t = table
-        var i = 0
-        let n = b.count
-        o.reserveCapacity(o.count + (n + 2) / 3 * 4)
-        while i + 3 <= n {
-            let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
-            o.append(t[Int(v >> 18 & 63)]); o.append(t[Int(v >> 12 & 63)])
-            o.append(t[Int(v >> 6 & 63)]); o.append(t[Int(v & 63)])
-            i += 3
-        }
-        if n - i == 1 {
-            let v = UInt32(b[i]) << 16
-            o.append(t[Int(v >> 18 & 63)]); o.append(t[Int(v >> 12 & 63)]); o.append(0x3D); o.append(0x3D)
-        } else if n - i == 2 {
-            let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8
-            o.append(t[Int(v >> 18 & 63)]); o.append(t[Int(v >> 12 & 63)]); o.append(t[Int(v >> 6 & 63)]); o.append(0x3D)
-        }
-    }
-}

@@ -224,13 +224,9 @@ public final class DeviceStage: Stage {
                     if ua.isPresent && ua.count > 0 {
                         let os = batch.withInput { UserAgent.os($0[ua]) }
                         if let os {
-                            uaOS = Self.appendFragment(&batch, "$os") { out in
-                                out.append(0x22)
-                                JSONOut.appendRaw(os.name.text, to: &out)
-                                out.append(0x22)
-                            }
+                            uaOS = batch.fragment(name: Self.osName, string: os.name.text.description)
                             if let v = os.version {
-                                uaVersion = Self.appendFragment(&batch, "$os_version") { JSONOut.appendString(v, to: &$0) }
+                                uaVersion = batch.fragment(name: Self.osVersionName, string: v)
                             }
                         }
                     }
@@ -283,16 +279,7 @@ public final class DeviceStage: Stage {
         return span
     }
 
-    /// Writes `"name":value` into the scratch arena.
-    private static func appendFragment(_ batch: inout EventBatch, _ name: StaticString, _ value: (inout [UInt8]) -> Void) -> Span {
-        let start = batch.scratch.count
-        batch.scratch.append(0x22)
-        JSONOut.appendRaw(name, to: &batch.scratch)
-        batch.scratch.append(0x22)
-        batch.scratch.append(0x3A)
-        value(&batch.scratch)
-        return Span(start, batch.scratch.count)
-    }
+    private static let osName = Array("$os".utf8), osVersionName = Array("$os_version".utf8)
 
     // MARK: - reading properties in place
 

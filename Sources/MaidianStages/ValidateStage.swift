@@ -104,9 +104,11 @@ public final class ValidateStage: Stage {
                 list.append(0x22)
             }
             list.append(0x5D)
-            batch.addProperty(event: i, name: "$dropped_properties") { $0.append(contentsOf: list) }
+            batch.addProperty(event: i, name: Self.droppedName, json: list)
         }
     }
+
+    private static let droppedName = Array("$dropped_properties".utf8)
 
     /// A property only the server sets, sent by the client: dropped so that what the server sets is the
     /// only one (wire format §2, enrichment).
