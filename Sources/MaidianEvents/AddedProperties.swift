@@ -30,7 +30,7 @@ extension EventBatch {
                 guard i < end, p[i] == 0x3A else { break }
                 let valueStart = skipSpace(p, i + 1, end)
                 guard valueStart < end, let (valueEnd, kind) = valueEnd(p, valueStart, end) else { break }
-                if nameEnd - nameStart == name.count && memEqual(p + nameStart, name.baseAddress!, name.count) {
+                if nameEnd - nameStart == name.count && Bytes.equal(p + nameStart, name.baseAddress!, name.count) {
                     return (Span(valueStart, valueEnd), kind)
                 }
                 i = skipSpace(p, valueEnd, end)

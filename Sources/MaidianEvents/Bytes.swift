@@ -41,3 +41,26 @@ public func withAppendedRegion<R>(
     array.removeLast(count - r.used)
     return r.result
 }
+
+/// The byte toolkit every module uses (one copy of each primitive): equality of byte runs here; the JSON
+/// writer and its one string escaper in `JSONOut`; `Base64`; `Hash64` and `HashTable64`; `TextSet` for
+/// sets of configured names; the batch's accessors in `EventAccess.swift`.
+public enum Bytes {
+    /// Whether the `n` bytes at `a` and at `b` are equal. A plain loop: the runs compared are short names
+    /// and ids, where a `memcmp` call costs more than it saves.
+    @inlinable @inline(__always)
+    public static func equal(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        var i = 0
+        while i < n {
+            if a[i] != b[i] { return false }
+            i &+= 1
+        }
+        return true
+    }
+
+    /// Whether the bytes at `a` (at least `b.count` of them readable) equal `b`'s.
+    @inlinable @inline(__always)
+    public static func equal(_ a: UnsafePointer<UInt8>, _ b: StaticString) -> Bool {
+        b.withUTF8Buffer { equal(a, $0.baseAddress!, $0.count) }
+    }
+}

@@ -78,6 +78,25 @@ public enum ValueKind: UInt8, Sendable {
     case string = 0, number, bool, null, array, object
 }
 
+/// How an event sent `distinct_id` (wire format §2 wants a non-empty string).
+public enum DistinctIDKind: UInt8, Sendable, CustomStringConvertible {
+    case missing = 0, string, other
+    /// The raw value (the decoder tests' traces print these).
+    public var description: String { String(rawValue) }
+}
+
+/// How an event sent `time` (wire format §2 wants an integer of milliseconds).
+public enum TimeKind: UInt8, Sendable, CustomStringConvertible {
+    case missing = 0, integer, other
+    public var description: String { String(rawValue) }
+}
+
+/// How an event sent `properties` (absent is allowed; anything but an object is not).
+public enum PropertiesKind: UInt8, Sendable, CustomStringConvertible {
+    case missing = 0, object, other
+    public var description: String { String(rawValue) }
+}
+
 /// What a stage decided for a property.
 public enum PropertyFix: UInt8, Sendable {
     case keep = 0
@@ -136,15 +155,13 @@ public struct Event: Sendable {
     public var eventNameIsString: Bool
     public var distinctID: Span
     public var distinctIDEscaped: Bool
-    /// 0 missing, 1 string, 2 other.
-    public var distinctIDKind: UInt8
+    public var distinctIDKind: DistinctIDKind
     public var distinctIDLength: Int32
     /// Event time in ms; after calibration the calibrated time.
     public var time: Int64
     /// `time` as the client sent it.
     public var clientTime: Int64
-    /// 0 missing, 1 integer, 2 other.
-    public var timeKind: UInt8
+    public var timeKind: TimeKind
     /// The value of `time` in the JSON arena (for rewriting it).
     public var timeValue: Span
     public var flushTime: Int64
@@ -152,8 +169,7 @@ public struct Event: Sendable {
     public var trackID: Int64
     public var hasTrackID: Bool
     public var calibrated: Bool
-    /// 0 missing, 1 object, 2 other.
-    public var propertiesKind: UInt8
+    public var propertiesKind: PropertiesKind
     /// The whole `properties` object in the JSON arena.
     public var properties: Span
     /// The event object's closing brace position (to add `properties` when it is missing).
@@ -204,18 +220,18 @@ public struct Event: Sendable {
         self.eventNameIsString = false
         self.distinctID = .absent
         self.distinctIDEscaped = false
-        self.distinctIDKind = 0
+        self.distinctIDKind = .missing
         self.distinctIDLength = 0
         self.time = 0
         self.clientTime = 0
-        self.timeKind = 0
+        self.timeKind = .missing
         self.timeValue = .absent
         self.flushTime = 0
         self.hasFlushTime = false
         self.trackID = 0
         self.hasTrackID = false
         self.calibrated = false
-        self.propertiesKind = 0
+        self.propertiesKind = .missing
         self.properties = .absent
         self.closingBrace = -1
         self.project = .absent
@@ -507,21 +523,7 @@ public struct EventBatch: Sendable {
     /// Index of the first kept property named `name` of event `e`, or nil. Linear over the event's properties:
     /// events carry a few dozen at most.
     public func propertyIndex(event e: Int, name: StaticString) -> Int? {
-        let ev = events[e]
-        if ev.propertyCount == 0 { return nil }
-        return name.withUTF8Buffer { n in
-            json.withUnsafeBufferPointer { j in
-                properties.withUnsafeBufferPointer { props in
-                    let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-                    for i in lo..<hi {
-                        let p = props[i]
-                        if p.fix == .drop || p.name.count != n.count { continue }
-                        if memEqual(j.baseAddress! + Int(p.name.start), n.baseAddress!, n.count) { return i }
-                    }
-                    return nil
-                }
-            }
-        }
+        name.withUTF8Buffer { propertyIndex(event: e, nameBytes: $0) }
     }
 
     /// Whether event `e` has a kept property `name` (enrichment never overwrites a client property).
@@ -624,15 +626,6 @@ public struct EventBatch: Sendable {
     }
 }
 
-@inline(__always)
-func memEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
-    var i = 0
-    while i < n {
-        if a[i] != b[i] { return false }
-        i += 1
-    }
-    return true
-}
 
 /// Whether `b` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
 public func isValidUTF8(_ b: UnsafeRawBufferPointer) -> Bool {

@@ -46,7 +46,7 @@ public enum JSONMembers {
                 equal = unescapeJSONString(k).withUnsafeBytes { $0.elementsEqual(key) }
             } else {
                 equal = k.count == key.count
-                    && (k.count == 0 || memEqual(k.baseAddress!.assumingMemoryBound(to: UInt8.self), key.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count))
+                    && (k.count == 0 || Bytes.equal(k.baseAddress!.assumingMemoryBound(to: UInt8.self), key.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count))
             }
             if equal { found = value }
             return !equal

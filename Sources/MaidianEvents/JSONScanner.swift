@@ -543,8 +543,14 @@ public func unescapeJSONString(_ raw: UnsafeRawBufferPointer) -> [UInt8] {
 public enum JSONOut {
     @usableFromInline static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// Appends bytes as JSON string content (no quotes), escaping quote, backslash and control characters.
-    /// Invalid UTF-8 is passed through unchanged (input that reaches here came from validated JSON or headers).
+    /// Appends bytes as JSON string content (no quotes): the project's one JSON string escaper. Quote and
+    /// backslash are escaped, `\n` `\r` `\t` in short form, other control characters as `\u00XX`.
+    ///
+    /// Invalid-UTF-8 policy: bytes are passed through unchanged, never replaced, so what the outputs write
+    /// is byte for byte what was received (the output digests depend on it). Callers hand it valid UTF-8:
+    /// header values are checked where records enter (`EventBatch.appendRecord`), JSON strings by the
+    /// scanner, Swift `String`s are valid by construction. A caller with untrusted bytes repairs them first
+    /// (the recording writer: `String(decoding:as:)`, U+FFFD per invalid sequence).
     public static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         var runStart = 0
         var i = 0

@@ -121,7 +121,7 @@ struct KnownNameTable {
             let end = Int(start[n &+ 1])
             while i < end {
                 let e = entries[i]
-                if memEqual(p + from, bytes + Int(e.offset), n) { return e.bit }
+                if Bytes.equal(p + from, bytes + Int(e.offset), n) { return e.bit }
                 i &+= 1
             }
             return 0

@@ -116,9 +116,9 @@ public enum OutputWriter {
         }
         // Up to two edits, applied in position order: the time value and the properties object.
         var cursor = start
-        let timeFirst = ev.calibrated && (ev.propertiesKind != 1 || ev.timeValue.start < ev.properties.start)
+        let timeFirst = ev.calibrated && (ev.propertiesKind != .object || ev.timeValue.start < ev.properties.start)
         if timeFirst { cursor = writeTime(ev, j, cursor, &o) }
-        if ev.propertiesKind == 1 {
+        if ev.propertiesKind == .object {
             let ps = Int(ev.properties.start), pe = Int(ev.properties.end)
             if ev.hasFixes {
                 o.append(contentsOf: UnsafeRawBufferPointer(start: j + cursor, count: ps - cursor))
@@ -421,31 +421,6 @@ extension DeadLetterReason {
         case .badProperties: return "'properties' is present and not an object"
         case .duplicateKey: return "a member name appears twice in the event object or in its 'properties'"
         default: return description
-        }
-    }
-}
-
-/// Standard base64 (RFC 4648) encoding into a byte buffer.
-public enum Base64 {
-    private static let table: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    public static func encode(_ b: UnsafeRawBufferPointer, into o: inout [UInt8]) {
-        let t = table
-        var i = 0
-        let n = b.count
-        o.reserveCapacity(o.count + (n + 2) / 3 * 4)
-        while i + 3 <= n {
-            let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
-            o.append(t[Int(v >> 18 & 63)]); o.append(t[Int(v >> 12 & 63)])
-            o.append(t[Int(v >> 6 & 63)]); o.append(t[Int(v & 63)])
-            i += 3
-        }
-        if n - i == 1 {
-            let v = UInt32(b[i]) << 16
-            o.append(t[Int(v >> 18 & 63)]); o.append(t[Int(v >> 12 & 63)]); o.append(0x3D); o.append(0x3D)
-        } else if n - i == 2 {
-            let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8
-            o.append(t[Int(v >> 18 & 63)]); o.append(t[Int(v >> 12 & 63)]); o.append(t[Int(v >> 6 & 63)]); o.append(0x3D)
         }
     }
 }

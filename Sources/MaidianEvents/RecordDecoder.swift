@@ -279,7 +279,7 @@ public final class RecordDecoder {
                     switch field {
                     case .type: ev.type = .notString; ev.typeName = .absent
                     case .event: ev.eventName = .absent; ev.eventNameIsString = false; ev.eventNameValid = false; ev.eventNameHash = 0
-                    case .distinctID: ev.distinctIDKind = 2; ev.distinctIDHash = 0
+                    case .distinctID: ev.distinctIDKind = .other; ev.distinctIDHash = 0
                     default: break
                     }
                     break
@@ -299,7 +299,7 @@ public final class RecordDecoder {
                 case .distinctID:
                     ev.distinctID = Span(cs, ce)
                     ev.distinctIDEscaped = escaped
-                    ev.distinctIDKind = 1
+                    ev.distinctIDKind = .string
                     ev.distinctIDLength = Int32(decodedLength)
                     ev.distinctIDHash = rawHash(p, cs, ce)
                 default:
@@ -330,7 +330,7 @@ public final class RecordDecoder {
                 }
                 switch field {
                 case .time:
-                    ev.timeKind = isInteger ? 1 : 2
+                    ev.timeKind = isInteger ? .integer : .other
                     if isNumber { ev.time = value; ev.clientTime = value }
                     ev.timeValue = Span(vs, pos)
                 case .flushTime:
@@ -345,10 +345,10 @@ public final class RecordDecoder {
             case .properties:
                 s.pos = pos
                 if c == 0x7B {
-                    ev.propertiesKind = 1
+                    ev.propertiesKind = .object
                     scanProperties(&s, &ev, propBase, names)
                 } else {
-                    ev.propertiesKind = 2
+                    ev.propertiesKind = .other
                     s.skipValue(depth: 1)
                 }
                 if s.failed { return }
@@ -749,7 +749,7 @@ enum TopField {
 @inline(__always)
 func classifyType(_ p: UnsafePointer<UInt8>, _ s: Int, _ e: Int) -> EventType {
     @inline(__always) func eq(_ lit: StaticString) -> Bool {
-        lit.withUTF8Buffer { b in b.count == e - s && memEqual(p + s, b.baseAddress!, b.count) }
+        lit.withUTF8Buffer { b in b.count == e - s && Bytes.equal(p + s, b.baseAddress!, b.count) }
     }
     if eq("track") { return .track }
     if eq("track_signup") { return .trackSignup }

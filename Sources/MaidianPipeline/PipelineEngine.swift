@@ -92,7 +92,7 @@ public final class PipelineEngine {
             }
             var stageLogger = logger
             stageLogger[metadataKey: "stage"] = "\(s.kind)"
-            let context = StageContext(logger: stageLogger, baseDirectory: spec.baseDirectory, position: "\(i)")
+            let context = StageContext(logger: stageLogger, baseDirectory: spec.baseDirectory, position: "\(i)", roles: spec.roles)
             do {
                 let stage = try factory.build(s.node, context: context)
                 // One internal topic and one merger per pipeline: a second repartitioning stage would run but

@@ -23,6 +23,8 @@ public struct PipelineSpec: Sendable {
     public var outputsLocation: SourceLocation
     /// `producer.kafka:` as written, for locating problems with its properties.
     public var producerKafkaNode: ConfigNode?
+    /// `roles:`: the event names of each role, the same for every stage (`StageContext.roles`).
+    public var roles = EventRoles()
 
     /// Reads and checks the structure of a pipeline file (stage configs are checked when the engine is built).
     public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> PipelineSpec {
@@ -96,12 +98,13 @@ public struct PipelineSpec: Sendable {
             if top.producer?.security != nil { errors += security.checkFiles(baseDirectory: dir) }
             producerKafka.merge(security.properties(baseDirectory: dir)) { written, _ in written }
         }
-        let spec = PipelineSpec(
+        var spec = PipelineSpec(
             name: top.name ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension,
             file: file, baseDirectory: dir, source: source, stages: stages, outputs: outputs,
             producerKafka: producerKafka, metrics: top.metrics,
             outputsLocation: root.location(ofKey: "outputs") ?? SourceLocation(file: file, line: 1, column: 1),
             producerKafkaNode: top.producer?.kafkaNode)
+        spec.roles = top.roles?.roles ?? EventRoles()
         return (spec, PipelineErrors.sortedUnique(errors))
     }
 
@@ -268,6 +271,28 @@ struct PipelineFile: Decodable {
     var outputs: [ConfigNode]?
     var producer: ProducerSpec?
     var metrics: MetricsSpec?
+    var roles: RolesSpec?
+}
+
+/// `roles:`: the event names of each role (wire format §3), for every stage of the pipeline. Keys left
+/// out keep their defaults; a list no stage can honour (`EventRoles.problems()`) is reported at its key.
+struct RolesSpec: Decodable {
+    var roles = EventRoles()
+
+    init(from decoder: any Decoder) throws {
+        enum CodingKeys: String, CodingKey { case page_enter, page_leave, click, app_start, app_end, crash }
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        for kind in RoleKind.allCases {
+            let key = CodingKeys(rawValue: kind.key)!
+            if let names = try c.decodeIfPresent([String].self, forKey: key) { roles[kind] = names }
+        }
+        for problem in roles.problems() {
+            try decoder.report(decoder.fail(
+                problem.message, forKey: CodingKeys(rawValue: problem.role.key)!,
+                hint: "each event name belongs to one role; defaults: page_enter [$AppViewScreen, enter_view], page_leave [$AppPageLeave, leave_view], click [$AppClick]",
+                code: .badValue))
+        }
+    }
 }
 
 /// `metrics:`: the HTTP endpoint of a worker (`/metrics` in Prometheus text format, `/health/live`,

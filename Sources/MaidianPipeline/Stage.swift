@@ -137,11 +137,15 @@ public final class StageContext {
     public let position: String
     /// Counters the stage registers; the engine reports them.
     public private(set) var counters: [StageCounter] = []
+    /// The pipeline's `roles:` (which event names are page views, leaves, clicks, ...): every stage that
+    /// cares takes them from here, none has its own.
+    public let roles: EventRoles
 
-    public init(logger: Logger, baseDirectory: String, position: String) {
+    public init(logger: Logger, baseDirectory: String, position: String, roles: EventRoles = EventRoles()) {
         self.logger = logger
         self.baseDirectory = baseDirectory
         self.position = position
+        self.roles = roles
     }
 
     /// Registers a named counter (reported as `<kind>.<name>`; metrics: `maidian_<kind>_<name>_total`).

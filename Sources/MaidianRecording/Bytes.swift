@@ -1,6 +1,6 @@
 import MaidianEvents
 // Byte-level helpers shared by the recording reader, the writer and the traffic generator:
-// appending into [UInt8], decimal integers, JSON string escaping, base64.
+// appending into [UInt8], decimal integers, JSON string escaping (base64 is MaidianEvents.Base64).
 
 /// Appends `count` bytes to `array` and lets `body` fill them through a pointer; `body` returns how many
 /// it used (the rest are removed). No allocation once the array's capacity suffices.
@@ -52,217 +52,31 @@ extension Array where Element == UInt8 {
     package mutating func append(decimal v: Int) { append(decimal: Int64(v)) }
 }
 
-/// JSON text output helpers.
+/// JSON text output helpers of the recording writer and the traffic generator.
 package enum JSONText {
-    /// 0 = copy as is; 1 = needs escaping (control, quote, backslash); 2 = non-ASCII (validate UTF-8).
-    package static let byteClass: [UInt8] = {
-        var t = [UInt8](repeating: 0, count: 256)
-        for i in 0..<0x20 { t[i] = 1 }
-        t[0x22] = 1
-        t[0x5C] = 1
-        for i in 0x80..<0x100 { t[i] = 2 }
-        return t
-    }()
-
-    private static let hex: [UInt8] = Array("0123456789abcdef".utf8)
-
-    /// Appends `bytes` as a quoted JSON string. Valid UTF-8 is copied; control characters, `"` and `\`
-    /// are escaped; bytes that are not valid UTF-8 become U+FFFD, so the output is always valid JSON.
+    /// Appends `bytes` as a quoted JSON string, escaped by MaidianEvents' one escaper
+    /// (`JSONOut.appendEscaped`). Keys and header values of recorded records are untrusted bytes, and that
+    /// escaper passes invalid UTF-8 through: here they are repaired first (each invalid sequence becomes
+    /// U+FFFD, as `String(decoding:as:)` does), so a recording line is always valid JSON.
     package static func appendQuoted(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(0x22)
-        appendEscaped(bytes, to: &out)
+        if isValidUTF8(bytes) {
+            JSONOut.appendEscaped(bytes, to: &out)
+        } else {
+            var repaired = String(decoding: bytes, as: UTF8.self)
+            repaired.withUTF8 { JSONOut.appendEscaped(UnsafeRawBufferPointer($0), to: &out) }
+        }
         out.append(0x22)
     }
 
     /// Appends a string as a quoted JSON string.
     package static func appendQuoted(_ s: String, to out: inout [UInt8]) {
-        var s = s
-        s.withUTF8 { appendQuoted(UnsafeRawBufferPointer($0), to: &out) }
+        JSONOut.appendString(s, to: &out)
     }
 
     /// Appends `bytes` as a quoted JSON string.
     package static func appendQuoted(_ bytes: [UInt8], to out: inout [UInt8]) {
         bytes.withUnsafeBytes { appendQuoted($0, to: &out) }
     }
-
-    /// Appends the escaped content of a JSON string (without quotes).
-    package static func appendEscaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        let n = bytes.count
-        guard n > 0 else { return }
-        byteClass.withUnsafeBufferPointer { cls in
-            var runStart = 0
-            var i = 0
-            while i < n {
-                let b = bytes[i]
-                let c = cls[Int(b)]
-                if c == 0 { i += 1; continue }
-                if c == 2 {
-                    let len = validUTF8Length(bytes, i)
-                    if len > 0 { i += len; continue }
-                }
-                // Flush the clean run, then write the escape.
-                if runStart < i { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<i])) }
-                if c == 2 {
-                    out.append(0xEF); out.append(0xBF); out.append(0xBD)  // U+FFFD for an invalid byte
-                } else {
-                    switch b {
-                    case 0x22: out.append(0x5C); out.append(0x22)
-                    case 0x5C: out.append(0x5C); out.append(0x5C)
-                    case 0x0A: out.append(0x5C); out.append(0x6E)
-                    case 0x0D: out.append(0x5C); out.append(0x72)
-                    case 0x09: out.append(0x5C); out.append(0x74)
-                    case 0x08: out.append(0x5C); out.append(0x62)
-                    case 0x0C: out.append(0x5C); out.append(0x66)
-                    default:
-                        out.append(0x5C); out.append(0x75); out.append(0x30); out.append(0x30)
-                        out.append(hex[Int(b >> 4)]); out.append(hex[Int(b & 15)])
-                    }
-                }
-                i += 1
-                runStart = i
-            }
-            if runStart < n { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[runStart..<n])) }
-        }
-    }
-
-    /// Length of the valid UTF-8 sequence starting at `i` (a non-ASCII lead byte), or 0 if invalid.
-    @inline(__always)
-    package static func validUTF8Length(_ p: UnsafeRawBufferPointer, _ i: Int) -> Int {
-        let n = p.count
-        let b0 = p[i]
-        @inline(__always) func cont(_ k: Int) -> Bool { i + k < n && p[i + k] & 0xC0 == 0x80 }
-        switch b0 {
-        case 0xC2...0xDF:
-            return cont(1) ? 2 : 0
-        case 0xE0...0xEF:
-            guard cont(1), cont(2) else { return 0 }
-            let b1 = p[i + 1]
-            if b0 == 0xE0 && b1 < 0xA0 { return 0 }  // overlong
-            if b0 == 0xED && b1 >= 0xA0 { return 0 }  // UTF-16 surrogate
-            return 3
-        case 0xF0...0xF4:
-            guard cont(1), cont(2), cont(3) else { return 0 }
-            let b1 = p[i + 1]
-            if b0 == 0xF0 && b1 < 0x90 { return 0 }  // overlong
-            if b0 == 0xF4 && b1 >= 0x90 { return 0 }  // past U+10FFFF
-            return 4
-        default:
-            return 0
-        }
-    }
 }
 
-/// Standard base64 (RFC 4648, with padding), fast table-driven encoder and decoder.
-package enum Base64Codec {
-    package static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    /// 0...63 for alphabet characters (also accepts the URL-safe `-` and `_`), 0xFE for `=`,
-    /// 0xFD for skippable whitespace, 0xFF for anything else.
-    package static let decodeTable: [UInt8] = {
-        var t = [UInt8](repeating: 0xFF, count: 256)
-        for (i, c) in alphabet.enumerated() { t[Int(c)] = UInt8(i) }
-        t[Int(UInt8(ascii: "-"))] = 62
-        t[Int(UInt8(ascii: "_"))] = 63
-        t[Int(UInt8(ascii: "="))] = 0xFE
-        for c in [0x20, 0x0A, 0x0D, 0x09] { t[c] = 0xFD }
-        return t
-    }()
-
-    /// Appends the base64 encoding of `bytes` to `out`.
-    package static func encode(_ bytes: UnsafeRawBufferPointer, into out: inout [UInt8]) {
-        let n = bytes.count
-        let outLen = ((n + 2) / 3) * 4
-        guard outLen > 0 else { return }
-        alphabet.withUnsafeBufferPointer { a in
-            appendRegion(&out, outLen) { o in
-                var i = 0
-                var j = 0
-                while i + 3 <= n {
-                    let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-                    o[j] = a[Int(v >> 18)]
-                    o[j + 1] = a[Int((v >> 12) & 63)]
-                    o[j + 2] = a[Int((v >> 6) & 63)]
-                    o[j + 3] = a[Int(v & 63)]
-                    i += 3
-                    j += 4
-                }
-                let rest = n - i
-                if rest == 1 {
-                    let v = UInt32(bytes[i]) << 16
-                    o[j] = a[Int(v >> 18)]
-                    o[j + 1] = a[Int((v >> 12) & 63)]
-                    o[j + 2] = 0x3D
-                    o[j + 3] = 0x3D
-                } else if rest == 2 {
-                    let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8
-                    o[j] = a[Int(v >> 18)]
-                    o[j + 1] = a[Int((v >> 12) & 63)]
-                    o[j + 2] = a[Int((v >> 6) & 63)]
-                    o[j + 3] = 0x3D
-                }
-                return outLen
-            }
-        }
-    }
-
-    /// Decodes base64 text (padding optional; whitespace ignored). Returns nil on an invalid character
-    /// or an impossible length.
-    package static func decode(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
-        let n = text.count
-        if n == 0 { return [] }
-        return decodeTable.withUnsafeBufferPointer { t -> [UInt8]? in
-            var failed = false
-            let out = [UInt8](unsafeUninitializedCapacity: (n / 4 + 1) * 3) { o, count in
-                var i = 0
-                var j = 0
-                // Fast path: whole quads of alphabet characters.
-                while i + 4 <= n {
-                    let a = t[Int(text[i])], b = t[Int(text[i + 1])], c = t[Int(text[i + 2])], d = t[Int(text[i + 3])]
-                    if (a | b | c | d) & 0xC0 != 0 { break }
-                    let v = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-                    o[j] = UInt8(truncatingIfNeeded: v >> 16)
-                    o[j + 1] = UInt8(truncatingIfNeeded: v >> 8)
-                    o[j + 2] = UInt8(truncatingIfNeeded: v)
-                    i += 4
-                    j += 3
-                }
-                // Slow path: the tail, padding, whitespace.
-                var acc: UInt32 = 0
-                var k = 0
-                var padding = 0
-                while i < n {
-                    let v = t[Int(text[i])]
-                    i += 1
-                    if v == 0xFD { continue }
-                    if v == 0xFE { padding += 1; continue }
-                    if v == 0xFF || padding > 0 { failed = true; break }
-                    acc = acc << 6 | UInt32(v)
-                    k += 1
-                    if k == 4 {
-                        o[j] = UInt8(truncatingIfNeeded: acc >> 16)
-                        o[j + 1] = UInt8(truncatingIfNeeded: acc >> 8)
-                        o[j + 2] = UInt8(truncatingIfNeeded: acc)
-                        j += 3
-                        acc = 0
-                        k = 0
-                    }
-                }
-                if !failed {
-                    switch k {
-                    case 0: if padding > 2 { failed = true }
-                    case 2:
-                        o[j] = UInt8(truncatingIfNeeded: acc >> 4)
-                        j += 1
-                    case 3:
-                        o[j] = UInt8(truncatingIfNeeded: acc >> 10)
-                        o[j + 1] = UInt8(truncatingIfNeeded: acc >> 2)
-                        j += 2
-                    default: failed = true
-                    }
-                }
-                count = failed ? 0 : j
-            }
-            return failed ? nil : out
-        }
-    }
-}

@@ -151,7 +151,7 @@ public enum Recording {
             out.append(static: "null")
         }
         out.append(static: ",\"value_b64\":\"")
-        r.value.withUnsafeBytes { Base64Codec.encode($0, into: &out) }
+        r.value.withUnsafeBytes { Base64.encode($0, into: &out) }
         out.append(static: "\"}\n")
     }
 
@@ -397,11 +397,11 @@ struct LineParser {
         let t = try string()
         let decoded: [UInt8]?
         if !t.escaped {
-            decoded = Base64Codec.decode(UnsafeRawBufferPointer(start: p + t.start, count: t.end - t.start))
+            decoded = Base64.decode(UnsafeRawBufferPointer(start: p + t.start, count: t.end - t.start))
         } else {
             scratch.removeAll(keepingCapacity: true)
             try unescape(t, into: &scratch)
-            decoded = scratch.withUnsafeBytes { Base64Codec.decode($0) }
+            decoded = scratch.withUnsafeBytes { Base64.decode($0) }
         }
         guard let decoded else { throw LineError(message: "value_b64 is not valid base64", offset: t.start) }
         return decoded

@@ -89,29 +89,22 @@ public final class CalibrateTimeStage: Stage {
         // One read-only pass finds the (few) events with a wrong clock; then they are changed.
         changed.removeAll(keepingCapacity: true)
         let maxSkew = self.maxSkew, maxFuture = self.maxFuture
-        batch.events.withUnsafeBufferPointer { evs in
-            batch.records.withUnsafeBufferPointer { recs in
-                for i in evs.indices where evs[i].status == .live && evs[i].type.isTrack {
-                    let rec = recs[Int(evs[i].record)]
-                    guard let c = Self.corrected(
-                        time: evs[i].time, flushTime: evs[i].hasFlushTime ? evs[i].flushTime : nil,
-                        receivedAt: rec.hasReceivedAt ? rec.receivedAt : nil, timestamp: rec.timestamp,
-                        maxSkew: maxSkew, maxFuture: maxFuture)
-                    else { continue }
-                    if c.skewed { calibrated.add() }
-                    if c.clamped { clamped.add() }
-                    if c.outOfRange { outOfRange.add() }
-                    changed.append((i, c.time))
-                }
-            }
+        for i in 0..<batch.eventCount where batch.isLiveTrack(i) {
+            let ev = batch.events[i], rec = batch.record(of: i)
+            guard let c = Self.corrected(
+                time: ev.time, flushTime: ev.hasFlushTime ? ev.flushTime : nil,
+                receivedAt: rec.hasReceivedAt ? rec.receivedAt : nil, timestamp: rec.timestamp,
+                maxSkew: maxSkew, maxFuture: maxFuture)
+            else { continue }
+            if c.skewed { calibrated.add() }
+            if c.clamped { clamped.add() }
+            if c.outOfRange { outOfRange.add() }
+            changed.append((i, c.time))
         }
         for (i, time) in changed {
-            let ev = batch.events[i]
-            batch.events[i].time = time
-            batch.events[i].calibrated = true
+            batch.setTime(i, time)
             if !batch.hasProperty(event: i, .clientTime) {
-                let original = ev.clientTime
-                batch.addProperty(event: i, name: "$client_time") { JSONOut.appendInt(original, to: &$0) }
+                batch.addProperty(event: i, .clientTime, integer: batch.events[i].clientTime)
             }
         }
     }

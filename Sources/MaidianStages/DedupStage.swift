@@ -57,16 +57,11 @@ public final class DedupStage: Stage {
         var mems = memories
         memories = []
         drops.removeAll(keepingCapacity: true)
-        batch.events.withUnsafeBufferPointer { evs in
-            batch.records.withUnsafeBufferPointer { recs in
-                for i in evs.indices {
-                    let ev = evs[i]
-                    guard ev.status == .live, ev.type.isTrack, ev.hasTrackID else { continue }
-                    let p = Int(recs[Int(ev.record)].partition)
-                    if p >= mems.count { mems.append(contentsOf: repeatElement(Memory(), count: p + 1 - mems.count)) }
-                    if isDuplicate(&mems[p], DedupStage.keyHash(ev), ev.time) { drops.append(i) }
-                }
-            }
+        for i in 0..<batch.eventCount where batch.isLiveTrack(i) && batch.events[i].hasTrackID {
+            let p = Int(batch.partition(of: i))
+            if p >= mems.count { mems.append(contentsOf: repeatElement(Memory(), count: p + 1 - mems.count)) }
+            let ev = batch.events[i]
+            if isDuplicate(&mems[p], DedupStage.keyHash(ev), ev.time) { drops.append(i) }
         }
         memories = mems
         for i in drops {

@@ -109,7 +109,7 @@ public final class DeviceStage: Stage {
         var spans: [Span] = []
         swap(&spans, &spanCache)
         defer { swap(&spans, &spanCache) }
-        spans.withUnsafeMutableBufferPointer { $0.update(repeating: .absent) }
+        for k in spans.indices { spans[k] = .absent }
         let n = batch.events.count
         // The previous event's device (all events of a record come from one install, so this usually hits).
         var lastModel = Span.absent            // value content in the JSON arena, Apple models only
@@ -172,7 +172,7 @@ public final class DeviceStage: Stage {
                     var manufacturer = Span.absent
                     var width = -1, height = -1
                     if known & otherBits != 0 {
-                        let found = Self.findOthers(batch, ev, known)
+                        let found = Self.findOthers(batch, i, known)
                         manufacturer = Self.stringContent(batch, found.manufacturer)
                         width = Self.screenSide(batch, found.width)
                         height = Self.screenSide(batch, found.height)
@@ -184,7 +184,7 @@ public final class DeviceStage: Stage {
                     } else {
                         r = Resolved()
                         if manufacturer.isPresent {
-                            if let id = catalog.manufacturerFragment(batch.json, manufacturer) {
+                            if let id = batch.withJSON({ catalog.manufacturerFragment($0, manufacturer) }) {
                                 r.brand = fragment(&batch, &spans, id)
                             } else if lastRawBrandSource.isPresent && Self.sameBytes(batch, manufacturer, lastRawBrandSource) {
                                 r.brand = lastRawBrand
@@ -225,15 +225,11 @@ public final class DeviceStage: Stage {
                     uaVersion = .absent
                     let ua = batch.records[Int(ev.record)].ua
                     if ua.isPresent && ua.count > 0 {
-                        let os = batch.input.withUnsafeBytes { UserAgent.os(UnsafeRawBufferPointer(rebasing: $0[Int(ua.start)..<Int(ua.end)])) }
+                        let os = batch.withInput { UserAgent.os($0[ua]) }
                         if let os {
-                            uaOS = Self.appendFragment(&batch, "$os") { out in
-                                out.append(0x22)
-                                JSONOut.appendRaw(os.name.text, to: &out)
-                                out.append(0x22)
-                            }
+                            uaOS = batch.fragment(name: Self.osName, string: os.name.text.description)
                             if let v = os.version {
-                                uaVersion = Self.appendFragment(&batch, "$os_version") { JSONOut.appendString(v, to: &$0) }
+                                uaVersion = batch.fragment(name: Self.osVersionName, string: v)
                             }
                         }
                     }
@@ -253,12 +249,12 @@ public final class DeviceStage: Stage {
 
     /// Rules 1 and 2 for a `$model` string content, or nil when it is not an Apple identifier.
     private func resolveApple(_ batch: inout EventBatch, _ spans: inout [Span], _ model: Span) -> Resolved? {
-        if let entry = catalog.appleEntry(batch.json, model) {
+        if let entry = batch.withJSON({ catalog.appleEntry($0, model) }) {
             let e = catalog.apple[entry]
             return Resolved(brand: fragment(&batch, &spans, catalog.appleBrandFragment), name: fragment(&batch, &spans, e.nameFragment),
                             type: fragment(&batch, &spans, catalog.typeFragment(e.type)), unknown: e.type == .unknown)
         }
-        guard let family = batch.json.withUnsafeBufferPointer({ DeviceCatalog.appleFamily($0.baseAddress! + Int(model.start), model.count) }) else {
+        guard let family = batch.withJSON({ DeviceCatalog.appleFamily($0[model]) }) else {
             return nil
         }
         return Resolved(brand: fragment(&batch, &spans, catalog.appleBrandFragment), name: .absent,
@@ -286,16 +282,7 @@ public final class DeviceStage: Stage {
         return span
     }
 
-    /// Writes `"name":value` into the scratch arena.
-    private static func appendFragment(_ batch: inout EventBatch, _ name: StaticString, _ value: (inout [UInt8]) -> Void) -> Span {
-        let start = batch.scratch.count
-        batch.scratch.append(0x22)
-        JSONOut.appendRaw(name, to: &batch.scratch)
-        batch.scratch.append(0x22)
-        batch.scratch.append(0x3A)
-        value(&batch.scratch)
-        return Span(start, batch.scratch.count)
-    }
+    private static let osName = Array("$os".utf8), osVersionName = Array("$os_version".utf8)
 
     // MARK: - reading properties in place
 
@@ -309,69 +296,30 @@ public final class DeviceStage: Stage {
     /// The `$model` string content (`stringContent`) of each live track event in `from..<to`, at
     /// `models[i % chunk]`; absent when the event has none.
     static func findModels(_ batch: borrowing EventBatch, from: Int, to: Int, into models: inout [Span]) {
-        let modelBit = KnownProperty.model.bit
-        batch.events.withUnsafeBufferPointer { evs in
-            batch.json.withUnsafeBufferPointer { j in
-                batch.properties.withUnsafeBufferPointer { props in
-                    models.withUnsafeMutableBufferPointer { out in
-                        let jp = j.baseAddress!
-                        let name = ("$model" as StaticString).utf8Start
-                        for i in from..<to {
-                            var found = Span.absent
-                            let e = evs.baseAddress! + i
-                            if e.pointee.known & modelBit != 0 && e.pointee.status == .live && e.pointee.type.isTrack {
-                                var k = Int(e.pointee.firstProperty)
-                                let hi = k + Int(e.pointee.propertyCount)
-                                while k < hi {
-                                    let p = props.baseAddress! + k
-                                    if p.pointee.name.count == 6 && p.pointee.fix != .drop && DeviceASCII.equal(jp + Int(p.pointee.name.start), name, 6) {
-                                        if p.pointee.kind == .string && p.pointee.fix == .keep && p.pointee.value.count > 2 {
-                                            found = Span(start: p.pointee.value.start + 1, end: p.pointee.value.end - 1)
-                                        }
-                                        break
-                                    }
-                                    k &+= 1
-                                }
-                            }
-                            out[i & (chunk - 1)] = found
-                        }
-                    }
-                }
-            }
+        for i in from..<to {
+            var found = Span.absent
+            if batch.isLiveTrack(i), let k = batch.propertyIndex(event: i, .model) { found = batch.stringContent(ofProperty: k) }
+            models[i & (chunk - 1)] = found
         }
     }
 
     /// `$manufacturer`, `$screen_width` and `$screen_height` in one pass (those the known bits say exist).
-    static func findOthers(_ batch: borrowing EventBatch, _ ev: Event, _ known: UInt64) -> (manufacturer: Int, width: Int, height: Int) {
+    static func findOthers(_ batch: borrowing EventBatch, _ i: Int, _ knownBits: UInt64) -> (manufacturer: Int, width: Int, height: Int) {
         var manufacturer = -1, width = -1, height = -1
         var missing = 0
-        if known & KnownProperty.manufacturer.bit != 0 { missing += 1 }
-        if known & KnownProperty.screenWidth.bit != 0 { missing += 1 }
-        if known & KnownProperty.screenHeight.bit != 0 { missing += 1 }
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        batch.json.withUnsafeBufferPointer { j in
-            batch.properties.withUnsafeBufferPointer { props in
-                let jp = j.baseAddress!
-                var k = lo
-                while k < hi && missing > 0 {
-                    let p = props[k]
-                    let c = p.name.count
-                    if (c == 13 || c == 14) && p.fix != .drop {
-                        let at = jp + Int(p.name.start)
-                        if c == 13 && manufacturer < 0 && equal(at, "$manufacturer") { manufacturer = k; missing -= 1 }
-                        else if c == 13 && width < 0 && equal(at, "$screen_width") { width = k; missing -= 1 }
-                        else if c == 14 && height < 0 && equal(at, "$screen_height") { height = k; missing -= 1 }
-                    }
-                    k &+= 1
-                }
-            }
+        if knownBits & KnownProperty.manufacturer.bit != 0 { missing += 1 }
+        if knownBits & KnownProperty.screenWidth.bit != 0 { missing += 1 }
+        if knownBits & KnownProperty.screenHeight.bit != 0 { missing += 1 }
+        if missing == 0 { return (-1, -1, -1) }
+        let m = UInt8(KnownProperty.manufacturer.rawValue), w = UInt8(KnownProperty.screenWidth.rawValue)
+        let h = UInt8(KnownProperty.screenHeight.rawValue)
+        batch.forEachKnownProperty(event: i) { k, known in
+            if known == m && manufacturer < 0 { manufacturer = k; missing -= 1 }
+            else if known == w && width < 0 { width = k; missing -= 1 }
+            else if known == h && height < 0 { height = k; missing -= 1 }
+            return missing > 0
         }
         return (manufacturer, width, height)
-    }
-
-    @inline(__always)
-    private static func equal(_ p: UnsafePointer<UInt8>, _ s: StaticString) -> Bool {
-        DeviceASCII.equal(p, s.utf8Start, s.utf8CodeUnitCount)
     }
 
     /// The raw content (between the quotes) of a kept, non-empty string property, or absent.
@@ -403,11 +351,7 @@ public final class DeviceStage: Stage {
 
     @inline(__always)
     static func sameBytes(_ batch: borrowing EventBatch, _ a: Span, _ b: Span) -> Bool {
-        guard a.count == b.count else { return false }
-        if a.start == b.start { return true }
-        return batch.json.withUnsafeBufferPointer { j in
-            DeviceASCII.equal(j.baseAddress! + Int(a.start), j.baseAddress! + Int(b.start), a.count)
-        }
+        batch.jsonEqual(a, b)
     }
 }
 
@@ -498,7 +442,7 @@ struct DeviceCatalog: Sendable {
             appleIndex.set(h, Int64(apple.count))
             if key.count <= 16 {
                 let padded = key + [UInt8](repeating: 0, count: 8)
-                let (a, b) = padded.withUnsafeBufferPointer { Self.words($0.baseAddress!, key.count) }
+                let (a, b) = padded.withByteView { Self.words($0, key.count) }
                 var slot = Self.slot(a, b, key.count)
                 while shortTag[slot] != 0 { slot = (slot + 1) & (Self.shortSlots - 1) }
                 shortA[slot] = a
@@ -562,38 +506,38 @@ struct DeviceCatalog: Sendable {
     /// The table row of the identifier at `span` of `json`, or nil. `json` must hold 8 readable bytes past the
     /// span (the batch's JSON arena is padded so).
     @inline(__always)
-    func appleEntry(_ json: [UInt8], _ span: Span) -> Int? {
-        json.withUnsafeBufferPointer { j -> Int? in
-            let p = j.baseAddress! + Int(span.start)
-            let n = span.count
-            if n <= 16 && n > 0 && Int(span.start) + 16 <= j.count {
-                let (a, b) = Self.words(p, n)
-                var slot = Self.slot(a, b, n)
-                while true {
-                    let tag = shortTag[slot]
-                    if tag == 0 { return nil }
-                    if tag & 0xFF == UInt32(n) && shortA[slot] == a && shortB[slot] == b { return Int(tag >> 8) - 1 }
-                    slot = (slot + 1) & (Self.shortSlots - 1)
-                }
+    func appleEntry(_ j: ByteView, _ span: Span) -> Int? {
+        let n = span.count
+        if n <= 16 && n > 0 && Int(span.start) + 16 <= j.count {
+            let (a, b) = Self.words(j[Int(span.start) ..< Int(span.start) + 16], n)
+            var slot = Self.slot(a, b, n)
+            while true {
+                let tag = shortTag[slot]
+                if tag == 0 { return nil }
+                if tag & 0xFF == UInt32(n) && shortA[slot] == a && shortB[slot] == b { return Int(tag >> 8) - 1 }
+                slot = (slot + 1) & (Self.shortSlots - 1)
             }
-            guard let k = appleIndex.get(Self.hash(p, n, lower: false)) else { return nil }
-            let lo = Int(appleKeyStart[Int(k)]), hi = Int(appleKeyStart[Int(k) + 1])
-            guard hi - lo == n else { return nil }
-            return appleKeys.withUnsafeBufferPointer { DeviceASCII.equal($0.baseAddress! + lo, p, n) } ? Int(k) : nil
         }
+        let key = j[span]
+        guard let k = appleIndex.get(Self.hash(key, lower: false)) else { return nil }
+        let lo = Int(appleKeyStart[Int(k)]), hi = Int(appleKeyStart[Int(k) + 1])
+        return appleKeys.withByteView { $0[lo ..< hi].equals(key) } ? Int(k) : nil
+    }
+
+    /// `appleEntry` over a byte array (tests).
+    func appleEntry(_ json: [UInt8], _ span: Span) -> Int? {
+        json.withByteView { appleEntry($0, span) }
     }
 
     /// The brand fragment of the manufacturer at `span` of `json` (ASCII case ignored), or nil if unlisted.
-    func manufacturerFragment(_ json: [UInt8], _ span: Span) -> Int? {
-        json.withUnsafeBufferPointer { j -> Int? in
-            let p = j.baseAddress! + Int(span.start)
-            let n = span.count
-            guard let k = manufacturerIndex.get(Self.hash(p, n, lower: true)) else { return nil }
-            let lo = Int(manufacturerKeyStart[Int(k)]), hi = Int(manufacturerKeyStart[Int(k) + 1])
-            guard hi - lo == n else { return nil }
-            for i in 0..<n where manufacturerKeys[lo + i] != DeviceASCII.lower(p[i]) { return nil }
-            return manufacturerFragments[Int(k)]
-        }
+    func manufacturerFragment(_ j: ByteView, _ span: Span) -> Int? {
+        let p = j[span]
+        let n = p.count
+        guard let k = manufacturerIndex.get(Self.hash(p, lower: true)) else { return nil }
+        let lo = Int(manufacturerKeyStart[Int(k)]), hi = Int(manufacturerKeyStart[Int(k) + 1])
+        guard hi - lo == n else { return nil }
+        for i in 0..<n where manufacturerKeys[lo + i] != DeviceASCII.lower(p[i]) { return nil }
+        return manufacturerFragments[Int(k)]
     }
 
     /// The brand of a manufacturer name (tests, rare paths).
@@ -612,7 +556,8 @@ struct DeviceCatalog: Sendable {
     }
 
     /// The family of an identifier shaped `<letters><digits>,<digits>` whose letters name an Apple family, or nil.
-    static func appleFamily(_ p: UnsafePointer<UInt8>, _ n: Int) -> DeviceType? {
+    static func appleFamily(_ p: ByteView) -> DeviceType? {
+        let n = p.count
         var i = 0
         while i < n && DeviceASCII.isLetter(p[i]) { i += 1 }
         let letters = i
@@ -625,7 +570,7 @@ struct DeviceCatalog: Sendable {
         while i < n && DeviceASCII.isDigit(p[i]) { i += 1; digits += 1 }
         guard digits > 0, i == n else { return nil }
         func prefix(_ s: StaticString) -> Bool {
-            letters == s.utf8CodeUnitCount && DeviceASCII.equal(p, s.utf8Start, letters)
+            letters == s.utf8CodeUnitCount && p.has(s, at: 0)
         }
         if prefix("iPhone") || prefix("iPod") { return .phone }
         if prefix("iPad") { return .tablet }
@@ -641,20 +586,18 @@ struct DeviceCatalog: Sendable {
 
     /// The family of an identifier (tests).
     static func appleFamily(_ identifier: String) -> DeviceType? {
-        let bytes = Array(identifier.utf8)
-        return bytes.withUnsafeBufferPointer { b in b.count == 0 ? nil : appleFamily(b.baseAddress!, b.count) }
+        identifier.withByteView { $0.isEmpty ? nil : appleFamily($0) }
     }
 
     /// `p[0..<n]` (`0 < n <= 16`) as two words: the first 8 bytes and the last 8 (zero-padded when shorter).
-    /// Reads up to 8 bytes past `p + n`.
+    /// Reads up to 8 bytes past `n`: `p` holds at least `max(n, 8)` bytes.
     @inline(__always)
-    static func words(_ p: UnsafePointer<UInt8>, _ n: Int) -> (UInt64, UInt64) {
-        let raw = UnsafeRawPointer(p)
+    static func words(_ p: ByteView, _ n: Int) -> (UInt64, UInt64) {
         if n >= 8 {
-            return (raw.loadUnaligned(as: UInt64.self), raw.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self))
+            return (p.load64(at: 0), p.load64(at: n - 8))
         }
         let mask: UInt64 = (1 << UInt64(n * 8)) &- 1
-        return (raw.loadUnaligned(as: UInt64.self) & mask, 0)
+        return (p.load64(at: 0) & mask, 0)
     }
 
     @inline(__always)
@@ -668,7 +611,8 @@ struct DeviceCatalog: Sendable {
 
     /// FNV-1a, optionally over ASCII-lower-cased bytes, with a final mix (the table indexes by the low bits).
     @inline(__always)
-    static func hash(_ p: UnsafePointer<UInt8>, _ n: Int, lower: Bool) -> UInt64 {
+    static func hash(_ p: ByteView, lower: Bool) -> UInt64 {
+        let n = p.count
         var h: UInt64 = 0xCBF2_9CE4_8422_2325
         var i = 0
         while i < n {
@@ -682,6 +626,6 @@ struct DeviceCatalog: Sendable {
     }
 
     static func hash(_ bytes: ArraySlice<UInt8>, lower: Bool) -> UInt64 {
-        bytes.withUnsafeBufferPointer { b in hash(b.baseAddress ?? UnsafePointer(bitPattern: 1)!, b.count, lower: lower) }
+        Array(bytes).withByteView { hash($0, lower: lower) }
     }
 }

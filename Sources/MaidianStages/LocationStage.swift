@@ -199,9 +199,7 @@ public final class LocationStage: Stage {
             e.epoch = epoch
             e.scratchStart = Int32(batch.scratch.count)
             let from = Int(e.fragStart)
-            fragments.withUnsafeBufferPointer { f in
-                batch.scratch.append(contentsOf: UnsafeBufferPointer(rebasing: f[from..<(from + Int(total))]))
-            }
+            batch.scratch.append(contentsOf: fragments[from..<(from + Int(total))])
             entries[entry] = e
         }
         var s = e.scratchStart
@@ -214,32 +212,22 @@ public final class LocationStage: Stage {
     /// The cache entry for an IP in the input arena (a record header).
     @inline(__always)
     private func entryForInput(_ batch: inout EventBatch, _ ip: Span) -> Int {
-        batch.input.withUnsafeBufferPointer { inp in
-            entry(forIP: UnsafeBufferPointer(rebasing: inp[Int(ip.start)..<Int(ip.end)]))
-        }
+        batch.withInput { entry(forIP: $0[ip]) }
     }
 
     /// The cache entry for the client's `$ip` property; -1 when it is not a plain string.
     private func entryForClientIP(_ batch: inout EventBatch, property p: Int) -> Int {
         let prop = batch.properties[p]
         guard prop.kind == .string, !prop.valueEscaped, prop.value.count > 2 else { return -1 }
-        return batch.json.withUnsafeBufferPointer { j in
-            entry(forIP: UnsafeBufferPointer(rebasing: j[Int(prop.value.start + 1)..<Int(prop.value.end - 1)]))
-        }
+        return batch.withJSON { entry(forIP: $0[Int(prop.value.start + 1) ..< Int(prop.value.end - 1)]) }
     }
 
     /// The cache entry for the IP text `ip`, looking it up in the database on a miss.
-    private func entry(forIP ip: UnsafeBufferPointer<UInt8>) -> Int {
-        var h = Hash64()
-        h.add(ip.baseAddress!, ip.count)
-        let hash = h.value
+    private func entry(forIP ip: ByteView) -> Int {
+        let hash = ip.hash
         if let found = table.get(hash) {
             let e = entries[Int(found)]
-            if Int(e.keyCount) == ip.count && keys.withUnsafeBufferPointer({ k in
-                let key = k.baseAddress! + Int(e.keyStart)
-                for j in 0..<ip.count where key[j] != ip[j] { return false }
-                return true
-            }) {
+            if keys.withByteView({ $0[Int(e.keyStart) ..< Int(e.keyStart + e.keyCount)].equals(ip) }) {
                 return Int(found)
             }
             // A 64-bit hash collision: look it up without caching over the other key.
@@ -249,16 +237,16 @@ public final class LocationStage: Stage {
     }
 
     /// Looks `ip` up and appends an entry; indexes it under `hash` when given. Evicts everything when full.
-    private func insert(_ ip: UnsafeBufferPointer<UInt8>, hash: UInt64?) -> Int {
+    private func insert(_ ip: ByteView, hash: UInt64?) -> Int {
         if entries.count >= cacheSize { clearCache() }
         lookups.add()
-        let location = IPAddress(utf8: UnsafeRawBufferPointer(ip)).flatMap { database.lookup($0, locale: locale) }
+        let location = ip.withRawBytes { IPAddress(utf8: $0) }.flatMap { database.lookup($0, locale: locale) }
         let fragStart = fragments.count
         let country = appendFragment("\"$country\":", location?.country)
         let province = appendFragment("\"$province\":", location?.province)
         let city = appendFragment("\"$city\":", location?.city)
         let keyStart = keys.count
-        keys.append(contentsOf: ip)
+        ip.append(to: &keys)
         entries.append(Entry(
             keyStart: Int32(keyStart), keyCount: Int32(ip.count), fragStart: Int32(fragStart),
             countryCount: Int32(country), provinceCount: Int32(province), cityCount: Int32(city),

@@ -92,6 +92,8 @@ public final class MatchStage: Stage {
     /// The rule set's version: 1 for the file loaded at start, one more for each reload.
     public private(set) var version = 1
     let matchedCounter: StageCounter
+    /// The pipeline's roles (`StageContext.roles`): which events are page views and clicks to match.
+    let roles: EventRoles.Table
 
     // Reloading (worker thread only, except `mailbox`).
     /// The rules file; nil when the stage was built from a matcher.
@@ -127,6 +129,7 @@ public final class MatchStage: Stage {
         rulesPath = path
         watch = config.reload ? FileWatch(path: path, every: .milliseconds(config.reloadCheck.milliseconds), loaded: stamp) : nil
         logger = context.logger
+        roles = context.roles.table
         matchedCounter = context.counter("matched")
         reloads = context.counter("rules_reloads")
         reloadFailures = context.counter("rules_reload_failures")
@@ -152,6 +155,7 @@ public final class MatchStage: Stage {
         rulesPath = nil
         changedSince = nil
         logger = context.logger
+        roles = context.roles.table
         matchedCounter = context.counter("matched")
         reloads = context.counter("rules_reloads")
         reloadFailures = context.counter("rules_reload_failures")
@@ -186,8 +190,10 @@ public final class MatchStage: Stage {
         for i in batch.events.indices {
             let ev = EventView(batch, i)
             guard ev.isLive, ev.isTrack, ev.eventName.isPresent else { continue }
-            let role = Self.role(batch, ev.eventName)
-            if role == .other && !Self.isPageLeave(batch, ev.eventName) { continue }
+            // The pipeline's roles: page leaves are looked at only to mark ignored pages for later stages.
+            let kind = roles.role(ofEvent: i, in: batch)
+            let role: EventRole = kind == .pageEnter ? .pageEnter : kind == .click ? .click : .other
+            if role == .other && kind != .pageLeave { continue }
             w.found.withUnsafeMutableBufferPointer { for k in $0.indices { $0[k] = -1 } }
             Self.findProperties(batch, ev, &w.found)
             // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
@@ -432,16 +438,6 @@ public final class MatchStage: Stage {
         }
     }
 
-    static func isPageLeave(_ batch: borrowing EventBatch, _ name: Span) -> Bool {
-        func equal(_ s: StaticString) -> Bool {
-            guard name.count == s.utf8CodeUnitCount else { return false }
-            let lo = Int(name.start)
-            for k in 0..<name.count where batch.json[lo + k] != s.utf8Start[k] { return false }
-            return true
-        }
-        return equal("$AppPageLeave") || equal("leave_view")
-    }
-
     /// Writes `$matched_rules` (unless the client sent one) and records the hits in `batch.hits` for later
     /// stages: ids point into the fragment, so they cost nothing extra.
     static func publishHits(_ batch: inout EventBatch, _ i: Int, _ outputs: HitOutputs, _ w: borrowing Work) {
@@ -645,16 +641,15 @@ public final class MatchStage: Stage {
         return false
     }
 
+    /// The default roles (wire format §3), for tools that read a recording without a pipeline.
+    private static let defaultRoles = EventRoles().table
+
+    /// The role of an event named by `name` (JSON arena) under the default roles: for tools without a
+    /// pipeline (`rules test`); stages use `StageContext.roles`.
     package static func role(_ batch: borrowing EventBatch, _ name: Span) -> EventRole {
-        func equal(_ s: StaticString) -> Bool {
-            guard name.count == s.utf8CodeUnitCount else { return false }
-            let lo = Int(name.start)
-            for k in 0..<name.count where batch.json[lo + k] != s.utf8Start[k] { return false }
-            return true
-        }
-        if equal("$AppClick") { return .click }
-        if equal("$AppViewScreen") || equal("enter_view") { return .pageEnter }
-        return .other
+        guard name.isPresent else { return .other }
+        let kind = batch.withJSON { j in defaultRoles.role(of: j[name], hash: j[name].hash) }
+        return kind == .pageEnter ? .pageEnter : kind == .click ? .click : .other
     }
 
     /// Per `KnownProperty` raw value: its index in `names`, or -1. Every name but `current_url` is a known

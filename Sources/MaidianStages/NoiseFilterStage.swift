@@ -122,6 +122,9 @@ public final class NoiseFilterStage: Stage {
     }
     private var candidates: [Candidate] = []
 
+    /// The pipeline's roles: noise is looked for among click events.
+    let roles: EventRoles.Table
+
     public init(config: Config, context: StageContext) throws {
         rules = config.rules
         var names: [(bytes: [UInt8], rule: Int, isNoise: Bool)] = []
@@ -133,6 +136,7 @@ public final class NoiseFilterStage: Stage {
         targets = config.rules.map { $0.targets.map { Array($0.utf8) } }
         dropped = context.counter("noise_dropped")
         droppedByRule = config.rules.map { context.counter($0.name) }
+        roles = context.roles.table
     }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
@@ -143,7 +147,7 @@ public final class NoiseFilterStage: Stage {
             let ev = batch.events[i]
             // `known` is a bit test: events without `$element_action` cost nothing more.
             guard ev.isLive, ev.type.isTrack, ev.known & KnownProperty.elementAction.bit != 0,
-                  MatchStage.role(batch, ev.eventName) == .click,
+                  roles.role(ofEvent: i, in: batch) == .click,
                   let action = stringValue(batch, i, "$element_action") else { continue }
             for n in names.indices where names[n].bytes.count == action.count && equal(batch, action, names[n].bytes) {
                 candidates.append(Candidate(event: i, rule: names[n].rule, isNoise: names[n].isNoise))
@@ -196,8 +200,6 @@ public final class NoiseFilterStage: Stage {
     }
 
     private func sameBytes(_ batch: borrowing EventBatch, _ a: Span, _ b: Span) -> Bool {
-        guard a.count == b.count else { return false }
-        for k in 0..<a.count where batch.json[Int(a.start) + k] != batch.json[Int(b.start) + k] { return false }
-        return true
+        batch.jsonEqual(a, b)
     }
 }

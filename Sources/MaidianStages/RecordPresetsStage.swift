@@ -50,23 +50,17 @@ public final class RecordPresetsStage: Stage {
                 let start = batch.scratch.count
                 ipSpan = .absent; rtSpan = .absent
                 if rec.ip.isPresent && rec.ip.count > 0 {
-                    ipSpan = quotedFragment(&batch, "\"$ip\":\"", rec.ip)
+                    ipSpan = batch.fragment("$ip", quotedInput: rec.ip)
                     batch.scratch.append(0x2C)
                 }
                 if rec.hasReceivedAt {
-                    let s = batch.scratch.count
-                    JSONOut.appendRaw("\"$receive_time\":", to: &batch.scratch)
-                    JSONOut.appendInt(rec.receivedAt, to: &batch.scratch)
-                    rtSpan = Span(s, batch.scratch.count)
+                    rtSpan = batch.fragment("$receive_time", integer: rec.receivedAt)
                     batch.scratch.append(0x2C)
                 }
                 if rec.project.isPresent {
-                    projectSpan = quotedFragment(&batch, "\"$project\":\"", rec.project)
+                    projectSpan = batch.fragment("$project", quotedInput: rec.project)
                 } else {
-                    let s = batch.scratch.count
-                    JSONOut.appendRaw("\"$project\":", to: &batch.scratch)
-                    batch.scratch.append(contentsOf: defaultProject)
-                    projectSpan = Span(s, batch.scratch.count)
+                    projectSpan = batch.fragment("$project", json: defaultProject)
                 }
                 allSpan = Span(start: Int32(start), end: projectSpan.end)
             }
@@ -96,30 +90,13 @@ public final class RecordPresetsStage: Stage {
         }
     }
 
-    /// Writes `prefix` (`"name":"`), the header value at `span` escaped, and the closing quote into the scratch
-    /// arena; returns the fragment's span.
-    @inline(__always)
-    private func quotedFragment(_ batch: inout EventBatch, _ prefix: StaticString, _ span: Span) -> Span {
-        let start = batch.scratch.count
-        JSONOut.appendRaw(prefix, to: &batch.scratch)
-        batch.input.withUnsafeBytes { inp in
-            JSONOut.appendEscaped(UnsafeRawBufferPointer(rebasing: inp[Int(span.start)..<Int(span.end)]), to: &batch.scratch)
-        }
-        batch.scratch.append(0x22)
-        return Span(start, batch.scratch.count)
-    }
-
     /// The header values were copied into the input arena before decoding and are out of the cache by now.
     /// Reading a byte of each record's headers first, in a loop whose loads do not wait on each other,
     /// overlaps those misses instead of taking them one record at a time below.
     private func touchHeaders(_ batch: borrowing EventBatch) {
         var touched: UInt8 = 0
-        batch.input.withUnsafeBufferPointer { inp in
-            batch.records.withUnsafeBufferPointer { recs in
-                for r in recs.indices where recs[r].ip.count > 0 {
-                    touched ^= inp[Int(recs[r].ip.start)]
-                }
-            }
+        for r in batch.records.indices where batch.records[r].ip.count > 0 {
+            touched ^= batch.input[Int(batch.records[r].ip.start)]
         }
         touchSink = touched
     }

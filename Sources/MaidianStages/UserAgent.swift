@@ -1,3 +1,5 @@
+import MaidianEvents
+
 /// The operating system a User-Agent names: what the `device` stage adds as `$os` and `$os_version` to events
 /// whose client sent no `$os` (wire format §2, enrichment).
 public struct UserAgentOS: Sendable, Equatable {
@@ -54,9 +56,9 @@ public struct UserAgentOS: Sendable, Equatable {
 /// Darwin 13 to 20 give only the major version (iOS 7 to 14; their minor versions do not line up).
 public enum UserAgent {
     /// The operating system named by a User-Agent, or nil.
-    public static func os(_ ua: UnsafeRawBufferPointer) -> UserAgentOS? {
-        guard ua.count > 0, let base = ua.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
-        let s = Bytes(p: base, n: ua.count)
+    public static func os(_ ua: ByteView) -> UserAgentOS? {
+        guard ua.count > 0 else { return nil }
+        let s = Text(p: ua)
 
         if let at = s.find("OpenHarmony") { return UserAgentOS(.harmonyOS, s.version(after: at + 11)) }
         if let at = s.findToken("HarmonyOS") { return UserAgentOS(.harmonyOS, s.version(after: at + 9)) }
@@ -82,12 +84,11 @@ public enum UserAgent {
 
     /// The operating system named by a User-Agent, or nil (tests, rare paths).
     public static func os(_ ua: String) -> UserAgentOS? {
-        var ua = ua
-        return ua.withUTF8 { os(UnsafeRawBufferPointer($0)) }
+        ua.withByteView { os($0) }
     }
 
     /// `Darwin/<major>.<minor>…` at `i` as an iOS version (see the type's documentation).
-    private static func darwinToIOS(_ s: Bytes, _ i: Int) -> String? {
+    private static func darwinToIOS(_ s: Text, _ i: Int) -> String? {
         var j = i
         guard let major = s.number(&j), major >= 13, major < 100 else { return nil }
         var minor = -1
@@ -100,22 +101,16 @@ public enum UserAgent {
         return minor >= 0 && minor < 100 ? "\(ios).\(minor)" : String(ios)
     }
 
-    /// A read-only view of the User-Agent's bytes.
-    struct Bytes {
-        let p: UnsafePointer<UInt8>
-        let n: Int
+    /// The User-Agent's bytes, with the searches the matchers above use.
+    struct Text {
+        let p: ByteView
+        var n: Int { p.count }
 
         /// First position of `needle`, or nil.
         func find(_ needle: StaticString) -> Int? {
             let m = needle.utf8CodeUnitCount
             guard m > 0, m <= n else { return nil }
-            let q = needle.utf8Start
-            var i = 0
-            while i + m <= n {
-                if p[i] == q[0] && DeviceASCII.equal(p + i, q, m) { return i }
-                i += 1
-            }
-            return nil
+            return p.firstIndex(of: needle)
         }
 
         /// First position of `needle`, ASCII case ignored, or nil.
@@ -142,7 +137,7 @@ public enum UserAgent {
             let q = needle.utf8Start
             var i = 0
             while i + m <= n {
-                if p[i] == q[0] && DeviceASCII.equal(p + i, q, m)
+                if p[i] == q[0] && p.has(needle, at: i)
                     && (i == 0 || p[i - 1] == 0x20 || p[i - 1] == UInt8(ascii: "(") || p[i - 1] == UInt8(ascii: ";") || p[i - 1] == UInt8(ascii: ","))
                     && (i + m == n || !DeviceASCII.isLetter(p[i + m])) {
                     return i
@@ -192,13 +187,4 @@ enum DeviceASCII {
     @inline(__always) static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
     @inline(__always) static func isLetter(_ c: UInt8) -> Bool { (c | 0x20) >= 0x61 && (c | 0x20) <= 0x7A }
     @inline(__always) static func lower(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
-    /// Whether `a[0..<n]` equals `b[0..<n]`.
-    @inline(__always) static func equal(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
-        var i = 0
-        while i < n {
-            if a[i] != b[i] { return false }
-            i &+= 1
-        }
-        return true
-    }
 }

@@ -48,15 +48,14 @@ public final class ValidateStage: Stage {
         failures.removeAll(keepingCapacity: true)
         fixes.removeAll(keepingCapacity: true)
         let maxString = config.maxStringBytes
-        batch.events.withUnsafeBufferPointer { evs in
-            for i in evs.indices where evs[i].status == .live {
-                if let reason = check(evs[i]) {
-                    failures.append((i, reason))
-                } else if evs[i].type.isTrack && evs[i].propertyCount > 0
-                            && (evs[i].propertyIssues != 0 || Int(evs[i].longestString) > maxString) {
-                    // The scanner already noted whether anything needs fixing: most events have nothing.
-                    fixes.append(i)
-                }
+        for i in 0..<batch.eventCount where batch.isLive(i) {
+            let ev = batch.events[i]
+            if let reason = check(ev) {
+                failures.append((i, reason))
+            } else if ev.type.isTrack && ev.propertyCount > 0
+                        && (ev.propertyIssues != 0 || Int(ev.longestString) > maxString) {
+                // The scanner already noted whether anything needs fixing: most events have nothing.
+                fixes.append(i)
             }
         }
         for (i, reason) in failures { batch.fail(i, reason: reason) }
@@ -72,9 +71,9 @@ public final class ValidateStage: Stage {
         // The decoder checked the name while the bytes were in the cache.
         if ev.type.isTrack && !(ev.eventNameIsString && ev.eventNameValid) { return .badEventName }
         // Out of the wire format's range is invalid too: later stages' time arithmetic relies on it (issue 13, class 1).
-        if ev.timeKind != 1 || !EventTimeRange.contains(ev.time) { return .badTime }
-        if ev.distinctIDKind != 1 || ev.distinctIDLength == 0 || Int(ev.distinctIDLength) > config.maxDistinctIDBytes { return .badDistinctID }
-        if ev.propertiesKind == 2 { return .badProperties }
+        if ev.timeKind != .integer || !EventTimeRange.contains(ev.time) { return .badTime }
+        if ev.distinctIDKind != .string || ev.distinctIDLength == 0 || Int(ev.distinctIDLength) > config.maxDistinctIDBytes { return .badDistinctID }
+        if ev.propertiesKind == .other { return .badProperties }
         return nil
     }
 
@@ -111,9 +110,11 @@ public final class ValidateStage: Stage {
                 list.append(0x22)
             }
             list.append(0x5D)
-            batch.addProperty(event: i, name: "$dropped_properties") { $0.append(contentsOf: list) }
+            batch.addProperty(event: i, name: Self.droppedName, json: list)
         }
     }
+
+    private static let droppedName = Array("$dropped_properties".utf8)
 
     /// A property only the server sets, sent by the client: dropped so that what the server sets is the
     /// only one (wire format §2, enrichment).

@@ -10,32 +10,6 @@ import MaidianPipeline
 /// user's trail. A window's partial aggregate goes through an internal topic to the worker that holds its
 /// key's internal partition, which merges the partials of every source partition (see `WindowMerger`).
 public final class WindowsStage: Stage, Repartitioning {
-    /// Event names per role (wire format §3).
-    public struct Roles: Decodable, Sendable, SettingValue {
-        public static var settingType: String { "mapping" }
-        public var settingText: String { "" }
-        public var pageEnter = ["$AppViewScreen", "enter_view"]
-        public var pageLeave = ["$AppPageLeave", "leave_view"]
-        public var click = ["$AppClick"]
-        public var appStart = ["$AppStart"]
-        public var appEnd = ["$AppEnd"]
-        public var crash = ["$AppCrashed"]
-        enum CodingKeys: String, CodingKey {
-            case pageEnter = "page_enter", pageLeave = "page_leave", click, appStart = "app_start", appEnd = "app_end", crash
-        }
-        public init() {}
-        public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            let d = Roles()
-            pageEnter = try c.decodeIfPresent([String].self, forKey: .pageEnter) ?? d.pageEnter
-            pageLeave = try c.decodeIfPresent([String].self, forKey: .pageLeave) ?? d.pageLeave
-            click = try c.decodeIfPresent([String].self, forKey: .click) ?? d.click
-            appStart = try c.decodeIfPresent([String].self, forKey: .appStart) ?? d.appStart
-            appEnd = try c.decodeIfPresent([String].self, forKey: .appEnd) ?? d.appEnd
-            crash = try c.decodeIfPresent([String].self, forKey: .crash) ?? d.crash
-        }
-    }
-
     /// The stage's options (pipelines/README.md documents each).
     public struct Config: Decodable, Sendable, DeclaredSettings {
         enum Settings {
@@ -56,9 +30,6 @@ public final class WindowsStage: Stage, Repartitioning {
             static let trailMaxAge = Setting("trail_max_age", default: ConfigDuration.hours(1),
                 "trail entries older than this before the crash are left out (bounds the state; more than 0)", example: "30m")
             static let ignorePages = Setting("ignore_pages", default: [String](), "pages ignored besides the defaults and the rules file's", example: "[SplashViewController]")
-            static let roles = Setting("roles", default: Roles(),
-                "event names per role: `page_enter`, `page_leave`, `click`, `app_start`, `app_end`, `crash` (each a list)",
-                example: "{page_enter: [$AppViewScreen, MyScreen]}", documented: "[wire format §3](../docs/wire-format.md#3-roles-and-element-identity)")
             static let countsTopic = Setting("counts_topic", default: "metrics.counts",
                 "windowed counts (compacted; key `{metric}|{rule}|{window_start}|{dims}`)", example: "app.counts")
             static let dwellTopic = Setting("dwell_topic", default: "metrics.dwell", "one record per closed visit (key `distinct_id`)", example: "app.dwell")
@@ -68,7 +39,7 @@ public final class WindowsStage: Stage, Repartitioning {
         }
         public static let settings = ConfigSpec(
             Settings.window, Settings.lateness, Settings.allowedLateness, Settings.lateFlush, Settings.idleTimeout, Settings.by,
-            Settings.visitTimeout, Settings.trailLength, Settings.trailMaxAge, Settings.ignorePages, Settings.roles,
+            Settings.visitTimeout, Settings.trailLength, Settings.trailMaxAge, Settings.ignorePages,
             Settings.countsTopic, Settings.dwellTopic, Settings.trailsTopic, Settings.partialsTopic)
         public var window = Settings.window.default
         public var lateness = Settings.lateness.default
@@ -82,7 +53,6 @@ public final class WindowsStage: Stage, Repartitioning {
         public var trailLength = Settings.trailLength.default
         public var trailMaxAge = Settings.trailMaxAge.default
         public var ignorePages = Settings.ignorePages.default
-        public var roles = Settings.roles.default
         public var countsTopic = Settings.countsTopic.default
         public var dwellTopic = Settings.dwellTopic.default
         public var trailsTopic = Settings.trailsTopic.default
@@ -110,7 +80,13 @@ public final class WindowsStage: Stage, Repartitioning {
             if trailLength < 0 { throw PipelineError(code: .badValue, message: "'trail_length' must not be negative") }
             trailMaxAge = try positive(Settings.trailMaxAge)
             ignorePages = try s(Settings.ignorePages)
-            roles = try s(Settings.roles)
+            // The roles are the pipeline's (`roles:` at the top), shared with `match`: a list here could only
+            // disagree with what `match` counts, so the old key is refused where it is written.
+            if try decoder.container(keyedBy: SettingKey.self).contains(SettingKey("roles")) {
+                throw decoder.fail(
+                    "'roles' moved to the pipeline level: every stage uses the same roles", forKey: SettingKey("roles"),
+                    hint: "write 'roles:' at the top of the pipeline file (beside 'stages:'), with the same keys", code: .badValue)
+            }
             countsTopic = try s(Settings.countsTopic)
             dwellTopic = try s(Settings.dwellTopic)
             trailsTopic = try s(Settings.trailsTopic)
@@ -232,7 +208,7 @@ public final class WindowsStage: Stage, Repartitioning {
         var dimsBits: UInt64 = 0
         for n in fixed.count..<(fixed.count + config.by.count) where n < 64 { dimsBits |= 1 << UInt64(n) }
         dimsWanted = dimsBits
-        let r = config.roles
+        let r = context.roles
         let roleNames = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash].map { $0.map { Array($0.utf8) } }
         var names = Interner()
         let roleEventIDs = roleNames.map { $0.map { names.intern($0) } }

@@ -738,7 +738,7 @@ public final class TrafficGenerator {
             return v
         default:
             var v = Array("data_list=".utf8)
-            json.prefix(60).withUnsafeBytes { Base64Codec.encode($0, into: &v) }
+            json.prefix(60).withUnsafeBytes { Base64.encode($0, into: &v) }
             v.append(contentsOf: "&gzip=0".utf8)
             return v
         }

@@ -274,7 +274,7 @@ final class RecordDecoderTests: XCTestCase {
                     XCTAssertEqual(b.records[0].reason, .badJSON, text)
                     continue
                 }
-                XCTAssertEqual(b.events[0].timeKind, 1, text)
+                XCTAssertEqual(b.events[0].timeKind, .integer, text)
                 XCTAssertTrue(b.events[0].hasTrackID, text)
                 XCTAssertEqual(b.events[0].time, expected, text)
                 XCTAssertEqual(b.events[0].trackID, expected, text)
@@ -285,7 +285,7 @@ final class RecordDecoderTests: XCTestCase {
                                      ("-9223372036854775808", Int64.min, true), ("9223372036854775808.0", 0, false),
                                      ("12.5", 0, false), ("7e2", 0, false), ("1000000000", 1_000_000_000, true)] as [(String, Int64, Bool)] {
             let b = decode([Array("[{\"time\":\(text)}]".utf8)])
-            XCTAssertEqual(b.events[0].timeKind, isInt ? 1 : 2, text)
+            XCTAssertEqual(b.events[0].timeKind, isInt ? .integer : .other, text)
             if isInt { XCTAssertEqual(b.events[0].time, value, text) }
             XCTAssertEqual(b.jsonString(b.events[0].timeValue), text)
         }

@@ -40,6 +40,51 @@ final class PipelineCheckTests: XCTestCase {
         errors.map { $0.description.replacingOccurrences(of: dir.path + "/", with: "") }
     }
 
+    /// `check` rejects, at the key, a `roles:` list no stage can honour: a name under two roles or twice,
+    /// an empty name, no page-enter name; and the old `windows.roles`, pointing to the pipeline-level key.
+    func testRejectsRolesNoStageCanHonour() throws {
+        let report = try check("""
+            stages:
+              - kind: windows
+                roles: {page_enter: [MyScreen]}
+            roles:
+              page_enter: []
+              page_leave: [MyLeave, MyLeave]
+              click: [MyTap, MyLeave, ""]
+            outputs:
+              - kind: enriched
+            """)
+        assertPrefixes(lines(report.errors), [
+            "p.yaml:3:12: 'roles' moved to the pipeline level",
+            "p.yaml:5:15: 'roles.page_enter' lists no event name",
+            "p.yaml:6:15: 'roles.page_leave' lists 'MyLeave' twice",
+            "p.yaml:7:10: 'MyLeave' is listed under 'roles.page_leave' and 'roles.click': an event has one role",
+            "p.yaml:7:10: 'roles.click' lists an empty event name",
+        ])
+        XCTAssertTrue(report.errors.allSatisfy { $0.code == .badValue }, "\(report.errors)")
+    }
+
+    /// A role list every stage can honour passes, and reaches the spec (`StageContext.roles` for every stage).
+    func testAcceptsCustomRoles() throws {
+        let report = try check("""
+            stages:
+              - kind: windows
+            roles:
+              page_enter: [MyScreen]
+              page_leave: [MyLeave]
+              click: [MyTap]
+              crash: []
+            outputs:
+              - kind: enriched
+            """)
+        XCTAssertEqual(lines(report.errors), [])
+        let spec = try PipelineSpec.load(path: dir.appendingPathComponent("p.yaml").path, environment: [:])
+        XCTAssertEqual(spec.roles.pageEnter, ["MyScreen"])
+        XCTAssertEqual(spec.roles.click, ["MyTap"])
+        XCTAssertEqual(spec.roles.appStart, ["$AppStart"], "a key left out keeps its default")
+        XCTAssertEqual(spec.roles.crash, [])
+    }
+
     func testWarnings() throws {
         let report = try check("""
             source:

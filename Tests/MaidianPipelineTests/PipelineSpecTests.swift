@@ -303,7 +303,7 @@ final class PipelineSpecTests: XCTestCase {
             """
         XCTAssertEqual(errors(structure), [
             "t.yaml:4:3: unknown key 'grop' (did you mean 'group'?)",
-            "t.yaml:5:1: unknown key 'sinks' (valid keys: name, source, stages, outputs, producer, metrics)",
+            "t.yaml:5:1: unknown key 'sinks' (valid keys: name, source, stages, outputs, producer, metrics, roles)",
             "t.yaml:8:5: missing key 'kind' (every stage names its kind, e.g. 'kind: validate')",
         ])
         XCTAssertThrowsError(try PipelineSpec.parse(yaml: structure, file: "t.yaml")) { error in

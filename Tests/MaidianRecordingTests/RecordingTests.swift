@@ -208,12 +208,12 @@ final class RecordingTests: XCTestCase {
                 bytes.append(UInt8(truncatingIfNeeded: seed >> 40))
             }
             var enc: [UInt8] = []
-            bytes.withUnsafeBytes { Base64Codec.encode($0, into: &enc) }
+            bytes.withUnsafeBytes { Base64.encode($0, into: &enc) }
             XCTAssertEqual(String(decoding: enc, as: UTF8.self), Data(bytes).base64EncodedString())
-            XCTAssertEqual(enc.withUnsafeBytes { Base64Codec.decode($0) }, bytes)
+            XCTAssertEqual(enc.withUnsafeBytes { Base64.decode($0) }, bytes)
         }
-        XCTAssertNil(Array("abc$".utf8).withUnsafeBytes { Base64Codec.decode($0) })
-        XCTAssertNil(Array("a".utf8).withUnsafeBytes { Base64Codec.decode($0) })
-        XCTAssertEqual(Array("AQ".utf8).withUnsafeBytes { Base64Codec.decode($0) }, [1])
+        XCTAssertNil(Array("abc$".utf8).withUnsafeBytes { Base64.decode($0) })
+        XCTAssertNil(Array("a".utf8).withUnsafeBytes { Base64.decode($0) })
+        XCTAssertEqual(Array("AQ".utf8).withUnsafeBytes { Base64.decode($0) }, [1])
     }
 }

@@ -53,96 +53,31 @@ public final class TagInternalUsersStage: Stage {
     /// The line `maidian-team stages` prints.
     public static let summary = "adds $internal: true to events of the listed distinct_ids (QA, staff)"
 
-    /// The ids' UTF-8 bytes; `index` maps a hash of the bytes to a position here.
-    private let ids: [[UInt8]]
-    private let index: HashTable64
-    /// `property` as UTF-8 (a valid name needs no JSON escaping).
+    /// The ids, looked up by the bytes of each event's `distinct_id` (hashing and comparing are Maidian's).
+    private let ids: TextSet
     private let name: [UInt8]
-    /// `"<property>":true`, copied into each batch's scratch arena once and linked to every match.
-    private let fragment: [UInt8]
     private let tagged: StageCounter
 
     /// Builds the stage once per pipeline (per worker thread): precompute everything here.
     public init(config: Config, context: StageContext) throws {
-        ids = config.distinctIDs.map { Array($0.utf8) }
-        var index = HashTable64(capacity: ids.count)
-        for (i, id) in ids.enumerated() where !id.isEmpty {
-            index.set(id.withUnsafeBufferPointer { Self.hash($0.baseAddress!, $0.count) }, Int64(i))
-        }
-        self.index = index
+        ids = TextSet(config.distinctIDs.filter { !$0.isEmpty })
         name = Array(config.property.utf8)
-        fragment = Array("\"\(config.property)\":true".utf8)
         tagged = context.counter("tagged")
         context.logger.debug("tagging \(ids.count) distinct_ids with \(config.property)")
     }
 
-    /// One pass over the batch. No allocation per event: ids are compared in place in the JSON arena.
+    /// One pass over the batch through the access layer: no pointers, no allocation per event (an id
+    /// sent with escapes is decoded first). The `"<property>":true` fragment is written once per batch and
+    /// linked to every tagged event.
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        var added = Span.absent
-        for i in 0..<batch.events.count {
-            let ev = batch.events[i]
-            guard ev.status == .live, ev.type.isTrack, isListed(ev, batch) else { continue }
-            if hasProperty(i, batch) { continue }  // never overwrite what the client sent
-            if !added.isPresent {
-                let start = batch.scratch.count
-                batch.scratch.append(contentsOf: fragment)
-                added = Span(start, batch.scratch.count)
-            }
-            batch.linkAdded(event: i, added)
+        var tag = Span.absent
+        for i in 0..<batch.eventCount where batch.isLiveTrack(i) {
+            guard batch.index(of: batch.distinctID(i), in: ids) != nil,
+                  !batch.hasProperty(event: i, name: name)  // never overwrite what the client sent
+            else { continue }
+            if !tag.isPresent { tag = batch.fragment(name: name, bool: true) }
+            batch.linkAdded(event: i, tag)
             tagged.add()
         }
-    }
-
-    /// Whether the event's `distinct_id` is one of the configured ids.
-    @inline(__always)
-    private func isListed(_ ev: Event, _ batch: borrowing EventBatch) -> Bool {
-        guard ev.distinctIDKind == 1 else { return false }
-        if ev.distinctIDEscaped {
-            // Rare (an id with \" or \u escapes): decode it first; allocating is fine on this path.
-            let decoded = batch.json.withUnsafeBytes {
-                unescapeJSONString(UnsafeRawBufferPointer(rebasing: $0[Int(ev.distinctID.start)..<Int(ev.distinctID.end)]))
-            }
-            return decoded.withUnsafeBufferPointer { lookup($0.baseAddress!, $0.count) }
-        }
-        return batch.json.withUnsafeBufferPointer { j in
-            lookup(j.baseAddress! + Int(ev.distinctID.start), ev.distinctID.count)
-        }
-    }
-
-    @inline(__always)
-    private func lookup(_ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
-        guard n > 0, let i = index.get(Self.hash(p, n)) else { return false }
-        // Confirm the bytes: a hash match alone could be a collision.
-        return ids[Int(i)].withUnsafeBufferPointer { id in
-            id.count == n && (0..<n).allSatisfy { id[$0] == p[$0] }
-        }
-    }
-
-    /// Whether event `i` already has a kept property named `property`.
-    @inline(__always)
-    private func hasProperty(_ i: Int, _ batch: borrowing EventBatch) -> Bool {
-        let ev = batch.events[i]
-        if ev.propertyCount == 0 { return false }
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        return batch.json.withUnsafeBufferPointer { j in
-            batch.properties.withUnsafeBufferPointer { props in
-                name.withUnsafeBufferPointer { n in
-                    for k in lo..<hi {
-                        let p = props[k]
-                        guard p.fix != .drop, p.name.count == n.count else { continue }
-                        let at = j.baseAddress! + Int(p.name.start)
-                        if (0..<n.count).allSatisfy({ at[$0] == n[$0] }) { return true }
-                    }
-                    return false
-                }
-            }
-        }
-    }
-
-    @inline(__always)
-    private static func hash(_ p: UnsafePointer<UInt8>, _ n: Int) -> UInt64 {
-        var h = Hash64()
-        h.add(p, n)
-        return h.value
     }
 }

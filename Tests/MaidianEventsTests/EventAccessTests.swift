@@ -1,0 +1,101 @@
+import XCTest
+@testable import MaidianEvents
+
+/// The access layer stages program against: fields as `BatchText`, lookups in a `TextSet`, properties by
+/// name and by their `KnownProperty` byte, typed additions, roles by event name.
+final class EventAccessTests: XCTestCase {
+    /// A batch decoded from one record holding `events` (JSON objects).
+    func batch(_ events: [String]) -> EventBatch {
+        var batch = EventBatch()
+        let t = batch.topicIndex("raw")
+        let value = Array(("[" + events.joined(separator: ",") + "]").utf8)
+        value.withUnsafeBytes { v in
+            batch.appendRecord(topic: t, partition: 3, offset: 0, timestamp: 0, key: nil, value: v, ip: nil, receivedAt: nil, ua: nil, project: nil)
+        }
+        RecordDecoder().decodeAll(&batch)
+        return batch
+    }
+
+    func added(_ b: EventBatch, _ i: Int, _ name: String) -> String? {
+        let n = Array(name.utf8)
+        guard let (span, _) = n.withUnsafeBufferPointer({ b.addedProperty(event: i, name: $0) }) else { return nil }
+        return String(decoding: b.scratch[Int(span.start)..<Int(span.end)], as: UTF8.self)
+    }
+
+    func testFieldsAndTextSetLookupDecodeEscapes() {
+        let b = batch([
+            #"{"type":"track","event":"MyScreen","time":1763700000000,"distinct_id":"qa\u002d1","properties":{}}"#,
+            #"{"type":"track","event":"x","time":1763700000000,"distinct_id":"qa-2","properties":{}}"#,
+            #"{"type":"track","event":"x","time":1763700000000,"distinct_id":7,"properties":{}}"#,
+        ])
+        XCTAssertEqual(b.eventCount, 3)
+        XCTAssertTrue(b.isLiveTrack(0))
+        XCTAssertEqual(b.partition(of: 0), 3)
+        XCTAssertTrue(b.distinctID(0).escaped)
+        XCTAssertEqual(b.string(b.distinctID(0)), "qa-1", "decoded")
+        XCTAssertFalse(b.distinctID(2).isPresent, "not a string")
+        let ids = TextSet(["qa-2", "qa-1", "qa-2"])
+        XCTAssertEqual(b.index(of: b.distinctID(0), in: ids), 1, "an escaped id is compared decoded")
+        XCTAssertEqual(b.index(of: b.distinctID(1), in: ids), 0, "a repeated member keeps its first number")
+        XCTAssertNil(b.index(of: b.distinctID(2), in: ids))
+        XCTAssertNil(ids.index(of: "qa-"))
+        XCTAssertEqual(ids.count, 3)
+    }
+
+    func testPropertiesByNameAndByKnownByte() {
+        var b = batch([
+            #"{"type":"track","event":"e","time":1763700000000,"distinct_id":"u","properties":{"$model":"iPhone12,1","team":"a","$screen_width":390}}"#,
+        ])
+        let model = b.propertyIndex(event: 0, .model)
+        XCTAssertNotNil(model)
+        XCTAssertEqual(model, b.propertyIndex(event: 0, name: Array("$model".utf8)))
+        XCTAssertEqual(b.string(b.stringValue(ofProperty: model!)), "iPhone12,1")
+        XCTAssertNil(b.propertyIndex(event: 0, .manufacturer))
+        XCTAssertTrue(b.hasProperty(event: 0, name: Array("team".utf8)))
+        var seen: [UInt8] = []
+        b.forEachKnownProperty(event: 0) { _, known in seen.append(known); return true }
+        XCTAssertEqual(seen, [UInt8(KnownProperty.model.rawValue), UInt8(KnownProperty.screenWidth.rawValue)])
+        // A dropped property is not found, by name or by byte.
+        b.properties[model!].fix = .drop
+        b.events[0].hasFixes = true
+        XCTAssertNil(b.propertyIndex(event: 0, .model))
+        XCTAssertFalse(b.hasProperty(event: 0, name: Array("$model".utf8)))
+    }
+
+    func testTypedAdditions() {
+        var b = batch([#"{"type":"track","event":"e","time":1763700000000,"distinct_id":"u","properties":{}}"#])
+        b.addProperty(event: 0, name: Array("s".utf8), string: "say \"hi\"\n")
+        b.addProperty(event: 0, name: Array("n".utf8), integer: -12)
+        b.addProperty(event: 0, name: Array("t".utf8), bool: true)
+        b.addProperty(event: 0, name: Array("j".utf8), json: Array("[1,{\"a\":2}]".utf8))
+        b.addProperty(event: 0, .clientTime, integer: 5)
+        XCTAssertEqual(added(b, 0, "s"), #""say \"hi\"\n""#)
+        XCTAssertEqual(added(b, 0, "n"), "-12")
+        XCTAssertEqual(added(b, 0, "t"), "true")
+        XCTAssertEqual(added(b, 0, "j"), "[1,{\"a\":2}]")
+        XCTAssertEqual(added(b, 0, "$client_time"), "5")
+        b.setTime(0, 1763700001000)
+        XCTAssertEqual(b.time(0), 1763700001000)
+        b.setFlag(0, EventFlag.late)
+        XCTAssertTrue(b.hasFlag(0, EventFlag.late))
+        XCTAssertFalse(b.hasFlag(0, EventFlag.tooLate))
+    }
+
+    func testRolesByEventName() {
+        var roles = EventRoles()
+        roles.pageEnter = ["MyScreen"]
+        let table = roles.table
+        let b = batch([
+            #"{"type":"track","event":"MyScreen","time":1763700000000,"distinct_id":"u"}"#,
+            #"{"type":"track","event":"$AppViewScreen","time":1763700000000,"distinct_id":"u"}"#,
+            #"{"type":"track","event":"$AppClick","time":1763700000000,"distinct_id":"u"}"#,
+        ])
+        XCTAssertEqual(table.role(ofEvent: 0, in: b), .pageEnter)
+        XCTAssertNil(table.role(ofEvent: 1, in: b), "replaced by the custom name")
+        XCTAssertEqual(table.role(ofEvent: 2, in: b), .click, "a default kept")
+        XCTAssertEqual(EventRoles().problems().count, 0)
+        roles.click = ["MyScreen", ""]
+        roles.pageLeave = []
+        XCTAssertEqual(roles.problems().map(\.role), [.click, .click])
+    }
+}
