@@ -53,9 +53,9 @@ final class WindowMerger: PartialMerger {
         /// Written keys of windows within `allowedLateness` of the watermark, for late partials.
         var written: [MessageKey: Pending] = [:]
         var writtenByEnd: [Int64: [MessageKey]] = [:]
-        /// The lowest key of `writtenByEnd` (`Int64.max` when empty): most watermarks expire nothing, found
-        /// without walking the kept windows.
-        var writtenOldest = Int64.max
+        /// The keys of `writtenByEnd`, ascending: the windows a watermark expires are found at the front,
+        /// without walking the kept ones (a day of them).
+        var writtenEnds: [Int64] = []
         /// Written keys changed by late partials since they were last written.
         var dirty: Set<MessageKey> = []
         var lastLateFlush: ContinuousClock.Instant?
@@ -224,12 +224,13 @@ final class WindowMerger: PartialMerger {
     /// late at every source).
     private func expireWritten(_ st: State, watermark wm: Int64) {
         let horizon = saturatingSub(wm, allowedLateness)
-        guard st.writtenOldest < horizon else { return }
-        // The ends are listed first: removing while iterating the keys would copy the dictionary.
-        for end in st.writtenByEnd.keys.filter({ $0 < horizon }) {
+        var n = 0
+        while n < st.writtenEnds.count && st.writtenEnds[n] < horizon { n += 1 }
+        guard n > 0 else { return }
+        for end in st.writtenEnds[..<n] {
             for key in st.writtenByEnd.removeValue(forKey: end)! where !st.dirty.contains(key) { st.written[key] = nil }
         }
-        st.writtenOldest = st.writtenByEnd.keys.min() ?? .max
+        st.writtenEnds.removeFirst(n)
     }
 
     /// Writes a key's record from `m`, its partials merged (`merge`): their counts added up, their users and
@@ -377,8 +378,20 @@ final class WindowMerger: PartialMerger {
 extension WindowMerger.State {
     /// Notes that a written key of the window ending at `end` is kept.
     func keepWritten(_ key: MessageKey, end: Int64) {
+        if writtenByEnd[end] == nil {
+            // Windows are mostly written in order: appended; else inserted in place.
+            if let last = writtenEnds.last, last > end {
+                var lo = 0, hi = writtenEnds.count
+                while lo < hi {
+                    let mid = (lo + hi) / 2
+                    if writtenEnds[mid] < end { lo = mid + 1 } else { hi = mid }
+                }
+                writtenEnds.insert(end, at: lo)
+            } else {
+                writtenEnds.append(end)
+            }
+        }
         writtenByEnd[end, default: []].append(key)
-        if end < writtenOldest { writtenOldest = end }
     }
 }
 
