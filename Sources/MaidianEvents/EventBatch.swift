@@ -204,6 +204,9 @@ public struct Event: Sendable {
     /// not a string.
     public var distinctIDHash: UInt64
     public var eventNameHash: UInt64
+    /// `Hash64` of the top-level `anonymous_id` (the install, wire format §5), decoded, when it is a non-empty
+    /// string; else 0.
+    public var anonymousIDHash: UInt64
 
     @inlinable public var isLive: Bool { status == .live }
 
@@ -250,6 +253,7 @@ public struct Event: Sendable {
         self.eventNameValid = false
         self.distinctIDHash = 0
         self.eventNameHash = 0
+        self.anonymousIDHash = 0
     }
 }
 

@@ -270,7 +270,7 @@ public final class RecordDecoder {
             let c = nextByte(&s, &pos)
             let vs = pos
             switch field {
-            case .type, .event, .distinctID, .project:
+            case .type, .event, .distinctID, .project, .anonymousID:
                 guard c == 0x22 else {
                     s.pos = pos
                     s.skipValue(depth: 1)
@@ -280,6 +280,7 @@ public final class RecordDecoder {
                     case .type: ev.type = .notString; ev.typeName = .absent
                     case .event: ev.eventName = .absent; ev.eventNameIsString = false; ev.eventNameValid = false; ev.eventNameHash = 0
                     case .distinctID: ev.distinctIDKind = .other; ev.distinctIDHash = 0
+                    case .anonymousID: ev.anonymousIDHash = 0
                     default: break
                     }
                     break
@@ -302,6 +303,8 @@ public final class RecordDecoder {
                     ev.distinctIDKind = .string
                     ev.distinctIDLength = Int32(decodedLength)
                     ev.distinctIDHash = rawHash(p, cs, ce)
+                case .anonymousID:
+                    ev.anonymousIDHash = ce == cs ? 0 : (escaped ? decodedHash(p, cs, ce) : rawHash(p, cs, ce))
                 default:
                     ev.project = escaped ? .absent : Span(cs, ce)
                 }
@@ -620,6 +623,15 @@ public final class RecordDecoder {
         return h.value
     }
 
+    /// `Hash64` of escaped string content, unescaped.
+    @inline(never)
+    private func decodedHash(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> UInt64 {
+        let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p + start, count: end - start))
+        var h = Hash64()
+        decoded.withUnsafeBufferPointer { if let b = $0.baseAddress { h.add(b, $0.count) } }
+        return h.value
+    }
+
     /// Whether escaped string content is, unescaped, a valid name.
     @inline(never)
     private func isValidEscapedName(_ p: UnsafePointer<UInt8>, _ start: Int, _ end: Int) -> Bool {
@@ -718,7 +730,7 @@ private func kindName(_ k: ValueKind) -> String {
 
 /// The top-level event fields the scanner records.
 enum TopField {
-    case type, event, time, flushTime, trackID, distinctID, properties, project, lib, other
+    case type, event, time, flushTime, trackID, distinctID, properties, project, lib, anonymousID, other
 
     /// Which field the key `p[s..<e]` names: compares whole words (little-endian ASCII constants). Reads up
     /// to 8 bytes from `s`, which the arena's padding allows.
@@ -741,6 +753,9 @@ enum TopField {
             if w == 0x7463_6E69_7473_6964 && last == 0x6469_5F74_636E_6974 { return .distinctID }  // "distinct" "tinct_id"
             if w == 0x745F_6873_756C_665F && last == 0x656D_6974_5F68_7375 { return .flushTime }  // "_flush_t" "ush_time"
             return .other
+        case 12:  // "anonymou" "ymous_id"
+            let last = raw.loadUnaligned(fromByteOffset: 4, as: UInt64.self)
+            return w == 0x756F_6D79_6E6F_6E61 && last == 0x6469_5F73_756F_6D79 ? .anonymousID : .other
         default: return .other
         }
     }

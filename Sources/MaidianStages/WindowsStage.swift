@@ -182,6 +182,9 @@ public final class WindowsStage: Stage, Repartitioning {
     @exclusivity(unchecked) var libMemoValue: [UInt8]?
     @exclusivity(unchecked) var lateEvents: [Int32] = []
     @exclusivity(unchecked) var tooLateEvents: [Int32] = []
+    /// Hash64 of the current record's key, and whether one of its events was that install's (see `process`).
+    @exclusivity(unchecked) var recordKey: UInt64 = 0
+    @exclusivity(unchecked) var recordKeyTaken = false
 
     public init(config: Config, context: StageContext) throws {
         self.config = config

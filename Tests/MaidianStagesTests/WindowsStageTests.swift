@@ -221,6 +221,25 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertEqual(h.dwell(closedBy: "leave").count, 1)
     }
 
+    /// The install is the top-level `anonymous_id` as the decoder reads it: escapes decoded, spaces before the
+    /// colon allowed, one inside another nested object ignored.
+    func testInstallIDIsTheTopLevelAnonymousIDDecoded() throws {
+        let h = try H()
+        let enter = Ev.install("a1", Ev.enter("u1", home, 10_000))
+        // Another install's enter of the same page whose nested object holds a1: u2's own visit (its install is
+        // its distinct_id), no re-enter of a1's.
+        let nested = "{\"device\":{\"anonymous_id\":\"a1\"}," + Ev.enter("u2", home, 15_000).dropFirst()
+        // a1 again, its id escaped and spaced: the leave (after a login) closes a1's visit.
+        let leave = "{\"anonymous_id\" : \"\\u0061\\u0031\"," + Ev.leave("login-7", home, 20_000).dropFirst()
+        try h.run([[enter, nested, leave]])
+        try h.finish()
+        XCTAssertTrue(h.dwell(closedBy: "reenter").isEmpty)
+        let closed = h.dwell(closedBy: "leave")
+        XCTAssertEqual(closed.map { $0["distinct_id"] as? String }, ["login-7"])
+        XCTAssertEqual(closed.map { int($0["enter_time"]) }, [H.t0 + 10_000])
+        XCTAssertEqual(h.dwell(closedBy: "end_of_input").map { $0["distinct_id"] as? String }, ["u2"])
+    }
+
     func testLatenessIsJudgedPerRecordAgainstThePartitionWatermark() throws {
         let h = try H(sourcePartitions: 2)
         try h.run([[Ev.enter("u1", home, 100_000)]])  // partition 0: watermark 70 s

@@ -160,58 +160,6 @@ struct BatchView {
     }
 }
 
-extension BatchView {
-    /// Hash64 of the event's install: its top-level `anonymous_id` (a non-empty string), else its
-    /// `distinct_id` (wire format §5: pairing and trails are per install, across logins). `idHash` is the
-    /// event's `userHash`.
-    ///
-    /// The decoder does not keep `anonymous_id`, so it is looked for in the event's bytes: a match inside
-    /// `properties` or `lib` is skipped, and the name must follow `{` or `,` (so a string value containing it
-    /// is not taken for it).
-    func installHash(_ ev: Event, idHash: UInt64) -> UInt64 {
-        let name: StaticString = "\"anonymous_id\""
-        let j = json.baseAddress!
-        var from = Int(ev.bytes.start)
-        let end = Int(ev.bytes.end)
-        let nameCount = name.utf8CodeUnitCount
-        while from + nameCount <= end, let hit = memchr(j + from, 0x22, end - nameCount + 1 - from) {
-            let at = hit.assumingMemoryBound(to: UInt8.self) - UnsafeMutablePointer(mutating: j)
-            from = at + 1
-            // The nested objects are skipped whole (most of an event's quotes are in its properties).
-            if ev.properties.isPresent && at >= Int(ev.properties.start) && at < Int(ev.properties.end) {
-                from = Int(ev.properties.end)
-                continue
-            }
-            if ev.lib.isPresent && at >= Int(ev.lib.start) && at < Int(ev.lib.end) {
-                from = Int(ev.lib.end)
-                continue
-            }
-            guard bytesEqual(j + at, name.utf8Start, nameCount) else { continue }
-            var b = at - 1
-            while b > Int(ev.bytes.start) && (j[b] == 0x20 || j[b] == 0x0A || j[b] == 0x09 || j[b] == 0x0D) { b -= 1 }
-            guard j[b] == 0x7B || j[b] == 0x2C else { continue }
-            var k = at + nameCount
-            while k < end && (j[k] == 0x20 || j[k] == 0x3A || j[k] == 0x0A || j[k] == 0x09 || j[k] == 0x0D) { k += 1 }
-            guard k < end, j[k] == 0x22 else { return idHash }
-            var e = k + 1
-            var escaped = false
-            while e < end && j[e] != 0x22 {
-                if j[e] == 0x5C { escaped = true; e += 2 } else { e += 1 }
-            }
-            guard e < end, e > k + 1 else { return idHash }
-            var h = Hash64()
-            if escaped {
-                let decoded = unescapeJSONString(UnsafeRawBufferPointer(start: j + k + 1, count: e - k - 1))
-                decoded.withUnsafeBufferPointer { h.add($0.baseAddress!, $0.count) }
-            } else {
-                h.add(j + k + 1, e - k - 1)
-            }
-            return h.value
-        }
-        return idHash
-    }
-}
-
 extension EventBatch {
     /// Runs `body` with buffer pointers over the arenas the windows stage reads.
     func withWindowsView<R>(_ body: (BatchView) throws -> R) rethrows -> R {

@@ -100,6 +100,9 @@ struct UserState {
     var hash: UInt64
     /// The latest `distinct_id` in `idBytes`; `UInt32.max`: a free slot.
     var idStart: UInt32
+    /// Hash64 of that `distinct_id` (decoded): an event with the same id, most events, is told apart from a
+    /// login without reading `idBytes` (ids are told apart by their hashes, as users are counted).
+    var idHash: UInt64 = 0
     /// Newest collector time (`received_at`, else the record timestamp) of the install's uploads in seconds,
     /// rounded up: a visit times out by the watermark only once the install has been silent for the timeout.
     var lastReceived: UInt32 = 0
@@ -352,19 +355,17 @@ final class PartitionWindows {
         for (k, t) in oldTuples.enumerated() where windows[t.windowStart + window] != nil { addTuple(t, oldAggregates[k]) }
     }
 
-    /// The install of `hash` whose event's `distinct_id` is `id` (raw JSON string bytes; `escaped`: to be
-    /// decoded by `appendID`, which writes the decoded id when it is new to the install: the install's first
-    /// event, or a login).
+    /// The install of `hash` whose event's `distinct_id` has the hash `idHash` (`appendID` writes the decoded
+    /// id when it is new to the install: the install's first event, or a login).
     @inline(__always)
-    func user(hash: UInt64, id: UnsafeRawBufferPointer, escaped: Bool, appendID: (inout [UInt8]) -> Void, time: Int64) -> Int32 {
+    func user(hash: UInt64, idHash: UInt64, appendID: (inout [UInt8]) -> Void, time: Int64) -> Int32 {
         if let u = userByHash.get(hash) {
-            let same = !escaped && withID(start: users[Int(u)].idStart) { have in
-                have.count == id.count && (id.count == 0 || memcmp(have.baseAddress!, id.baseAddress!, id.count) == 0)
-            }
-            if !same { changeID(Int32(u), appendID: appendID) }
+            if users[Int(u)].idHash != idHash { changeID(Int32(u), idHash: idHash, appendID: appendID) }
             return Int32(u)
         }
-        return newUser(hash: hash, idStart: appendEntry(appendID), time: time)
+        let u = newUser(hash: hash, idStart: appendEntry(appendID), time: time)
+        users[Int(u)].idHash = idHash
+        return u
     }
 
     /// Appends an id (its length, then the bytes `appendID` writes) and returns where it starts.
@@ -387,7 +388,8 @@ final class PartitionWindows {
     /// The install's `distinct_id` changed (a login; or an escaped id, compared decoded): appended unless it is
     /// the same; the old bytes stay for the visits and pending events that refer to them until compaction.
     @inline(never)
-    private func changeID(_ u: Int32, appendID: (inout [UInt8]) -> Void) {
+    private func changeID(_ u: Int32, idHash: UInt64, appendID: (inout [UInt8]) -> Void) {
+        users[Int(u)].idHash = idHash
         let old = users[Int(u)].idStart
         let start = appendEntry(appendID)
         let size = idSize(start)

@@ -53,6 +53,9 @@ final class WindowMerger: PartialMerger {
         /// Written keys of windows within `allowedLateness` of the watermark, for late partials.
         var written: [MessageKey: Pending] = [:]
         var writtenByEnd: [Int64: [MessageKey]] = [:]
+        /// The keys of `writtenByEnd`, ascending: the windows a watermark expires are found at the front,
+        /// without walking the kept ones (a day of them).
+        var writtenEnds: [Int64] = []
         /// Written keys changed by late partials since they were last written.
         var dirty: Set<MessageKey> = []
         var lastLateFlush: ContinuousClock.Instant?
@@ -141,7 +144,7 @@ final class WindowMerger: PartialMerger {
                         let key = MessageKey(r.key)
                         if st.written[key]?.replace(part) == nil {
                             st.written[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
-                            st.writtenByEnd[p.windowEnd, default: []].append(key)
+                            st.keepWritten(key, end: p.windowEnd)
                         }
                         if p.lateOffset >= 0 {
                             latePartialsApplied.add()
@@ -185,7 +188,7 @@ final class WindowMerger: PartialMerger {
         st.dirty.removeAll()
         for key in keys {
             guard let w = st.written[key] else { continue }
-            write(key: key.bytes, w, record: record, output: &output)
+            write(key: key.bytes, w, merge(w.parts), record: record, output: &output)
             windowsRewritten.add()
         }
     }
@@ -222,11 +225,12 @@ final class WindowMerger: PartialMerger {
         ready.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
         for key in ready {
             let pending = st.pending.removeValue(forKey: key)!
-            write(key: key.bytes, pending, record: record, output: &output)
+            let merged = merge(pending.parts)
+            write(key: key.bytes, pending, merged, record: record, output: &output)
             // Kept for late partials while the window is within the allowed lateness.
             if allowedLateness > 0 && wm != .max {
-                st.written[key] = retained(pending)
-                st.writtenByEnd[pending.windowEnd, default: []].append(key)
+                st.written[key] = retained(pending, merged)
+                st.keepWritten(key, end: pending.windowEnd)
             }
         }
     }
@@ -234,17 +238,19 @@ final class WindowMerger: PartialMerger {
     /// Forgets written windows further than `allowedLateness` behind the watermark (their late events are too
     /// late at every source).
     private func expireWritten(_ st: State, watermark wm: Int64) {
-        guard !st.writtenByEnd.isEmpty else { return }
         let horizon = saturatingSub(wm, allowedLateness)
-        for end in st.writtenByEnd.keys where end < horizon {
+        var n = 0
+        while n < st.writtenEnds.count && st.writtenEnds[n] < horizon { n += 1 }
+        guard n > 0 else { return }
+        for end in st.writtenEnds[..<n] {
             for key in st.writtenByEnd.removeValue(forKey: end)! where !st.dirty.contains(key) { st.written[key] = nil }
         }
+        st.writtenEnds.removeFirst(n)
     }
 
-    /// Writes a key's record: the counts of its partials added up, their users and durations merged (the same
-    /// answer as merging `UserSet`s and `DurationDigest`s, without building them per partial).
-    private func write(key: [UInt8], _ pending: Pending, record: Int32, output: inout OutputBuffer) {
-        let m = merge(pending.parts)
+    /// Writes a key's record from `m`, its partials merged (`merge`): their counts added up, their users and
+    /// durations merged.
+    private func write(key: [UInt8], _ pending: Pending, _ m: Merged, record: Int32, output: inout OutputBuffer) {
         let (count, sum, durations, dwell, users) = (m.count, m.sum, m.durations, m.dwell, m.users)
         let keyStart = output.begin()
         output.bytes.append(contentsOf: key)
@@ -272,10 +278,12 @@ final class WindowMerger: PartialMerger {
     /// What a written key keeps for late partials: its whole-window partials merged into one (a message as a
     /// source would send it, from no source), its late partials as they came (a late partial sent again must
     /// still replace its earlier copy). A written window then costs one partial per key, not one per source.
-    private func retained(_ pending: Pending) -> Pending {
+    /// `merged`: the merge of all of `pending`'s parts, just written, whose users are still in `hashes` or
+    /// `registers`: the whole-window partials are not merged a second time unless late ones were among them.
+    private func retained(_ pending: Pending, _ merged: Merged) -> Pending {
         let base = pending.parts.filter { $0.lateOffset < 0 }
         guard base.count > 1 else { return pending }
-        let m = merge(base)
+        let m = base.count == pending.parts.count ? merged : merge(base)
         var message: [UInt8] = []
         pending.headMessage[pending.head].withUnsafeBytes { head in
             InternalMessage.encodePartial(sourcePartition: -1, windowEnd: pending.windowEnd, head: head, count: m.count, isDwell: m.dwell,
@@ -381,6 +389,26 @@ final class WindowMerger: PartialMerger {
 
     func partitionsRevoked(_ partitions: [Int32]) {
         for p in partitions { states[p] = nil }
+    }
+}
+
+extension WindowMerger.State {
+    /// Notes that a written key of the window ending at `end` is kept.
+    func keepWritten(_ key: MessageKey, end: Int64) {
+        if writtenByEnd[end] == nil {
+            // Windows are mostly written in order: appended; else inserted in place.
+            if let last = writtenEnds.last, last > end {
+                var lo = 0, hi = writtenEnds.count
+                while lo < hi {
+                    let mid = (lo + hi) / 2
+                    if writtenEnds[mid] < end { lo = mid + 1 } else { hi = mid }
+                }
+                writtenEnds.insert(end, at: lo)
+            } else {
+                writtenEnds.append(end)
+            }
+        }
+        writtenByEnd[end, default: []].append(key)
     }
 }
 

@@ -62,14 +62,15 @@ extension WindowsStage {
                 if received > st.collectorNow { st.collectorNow = received }
                 // Rounded up: an install counts as silent only once it surely is.
                 let receivedSeconds = UInt32(clamping: received / 1000 + (received % 1000 > 0 ? 1 : 0))
-                // Any upload of an install tells it is not silent: its key is its anonymous id (wire format §1),
-                // looked up once per record; events without roles are not looked at one by one.
-                if rec.key.isPresent && rec.key.count > 0 {
+                // Any upload of an install tells it is not silent: its key is its anonymous id (wire format §1).
+                // The install is looked up after the record's events, only when none of them was the key's install
+                // (`take` then made the same update): nothing reads `lastReceived` or forgets installs meanwhile.
+                let hasKey = rec.key.isPresent && rec.key.count > 0
+                if hasKey {
                     var h = Hash64()
                     h.add(v.input.baseAddress! + Int(rec.key.start), rec.key.count)
-                    if let u = st.userByHash.get(h.value), st.users[Int(u)].lastReceived < receivedSeconds {
-                        st.users[Int(u)].lastReceived = receivedSeconds
-                    }
+                    recordKey = h.value
+                    recordKeyTaken = false
                 }
                 // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
                 let watermark = st.maxTime.map { saturatingSub($0, lateness) } ?? .min
@@ -103,6 +104,9 @@ extension WindowsStage {
                     take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: false, output: &output)
                 }
                 st.maxTime = newest
+                if hasKey && !recordKeyTaken, let u = st.userByHash.get(recordKey), st.users[Int(u)].lastReceived < receivedSeconds {
+                    st.users[Int(u)].lastReceived = receivedSeconds
+                }
             }
         }
         for i in lateEvents {
@@ -160,11 +164,13 @@ extension WindowsStage {
         default:
             break
         }
-        let install = v.installHash(ev, idHash: userHash)
-        let rawID = UnsafeRawBufferPointer(start: v.json.baseAddress! + Int(ev.distinctID.start), count: ev.distinctID.count)
-        let u = st.user(hash: install, id: rawID, escaped: ev.distinctIDEscaped, appendID: { v.appendDistinctID(ev, to: &$0) }, time: ev.time)
+        // Pairing and trails are per install: its `anonymous_id` (hashed by the decoder), else its `distinct_id`
+        // (wire format §5).
+        let install = ev.anonymousIDHash != 0 ? ev.anonymousIDHash : userHash
+        let u = st.user(hash: install, idHash: userHash, appendID: { v.appendDistinctID(ev, to: &$0) }, time: ev.time)
         if st.lastTimes[Int(u)] < ev.time { st.lastTimes[Int(u)] = ev.time }
         if st.users[Int(u)].lastReceived < received { st.users[Int(u)].lastReceived = received }
+        if install == recordKey { recordKeyTaken = true }
         let e = PendingEvent(
             time: ev.time, seq: PendingEvent.sequence(offset: offset, index: index), user: u, idStart: st.users[Int(u)].idStart,
             role: role, page: page, element: element, event: event, rules: rules, dims: visitDims, appVersion: version)
