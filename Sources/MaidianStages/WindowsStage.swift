@@ -82,7 +82,7 @@ public final class WindowsStage: Stage, Repartitioning {
             ignorePages = try s(Settings.ignorePages)
             // The roles are the pipeline's (`roles:` at the top), shared with `match`: a list here could only
             // disagree with what `match` counts, so the old key is refused where it is written.
-            if try decoder.container(keyedBy: SettingKey.self).contains(SettingKey("roles")) {
+            if try decoder.container(keyedBy: SettingKey.self).allKeys.contains(where: { $0.stringValue == "roles" }) {
                 throw decoder.fail(
                     "'roles' moved to the pipeline level: every stage uses the same roles", forKey: SettingKey("roles"),
                     hint: "write 'roles:' at the top of the pipeline file (beside 'stages:'), with the same keys", code: .badValue)

@@ -109,9 +109,9 @@ final class ConfigSpecTests: XCTestCase {
         let noise = try XCTUnwrap(BuiltinStages.registry.factory(for: "noise_filter")).describe()
         XCTAssertTrue(noise.contains("  rules[].within (duration, default 1s)\n"), noise)
         XCTAssertTrue(noise.contains("      example: within: 500ms\n"), noise)
-        // Links are reduced to their text for a terminal.
+        // Code spans are reduced to their text for a terminal.
         let windows = try XCTUnwrap(BuiltinStages.registry.factory(for: "windows")).describe()
-        XCTAssertTrue(windows.contains("  roles (mapping, default wire format §3)\n"), windows)
+        XCTAssertTrue(windows.contains("  partials_topic (string, default <group>.partials)\n"), windows)
     }
 
     /// The tables of pipelines/README.md are what the declarations generate (run
