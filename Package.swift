@@ -1,6 +1,10 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+/// Release builds of the per-event modules skip Swift's dynamic exclusivity checks (each access to a class's
+/// stored array otherwise pays a runtime check); debug builds, which the tests run, keep them.
+let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "maidian",
     platforms: [.macOS(.v14)],
@@ -38,7 +42,8 @@ let package = Package(
         ),
         .target(
             name: "MaidianEvents",
-            dependencies: ["CZstd"]
+            dependencies: ["CZstd"],
+            swiftSettings: hotPath
         ),
         .target(
             name: "MaidianGeo",
@@ -59,15 +64,18 @@ let package = Package(
             dependencies: [
                 "MaidianConfig", "MaidianEvents",
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: hotPath
         ),
         .target(
             name: "MaidianRules",
-            dependencies: ["MaidianConfig", "MaidianEvents", "CHyperscan"]
+            dependencies: ["MaidianConfig", "MaidianEvents", "CHyperscan"],
+            swiftSettings: hotPath
         ),
         .target(
             name: "MaidianStages",
-            dependencies: ["MaidianPipeline", "MaidianEvents", "MaidianGeo", "MaidianRules", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["MaidianPipeline", "MaidianEvents", "MaidianGeo", "MaidianRules", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: hotPath
         ),
         .target(
             name: "MaidianRuntime",
