@@ -80,6 +80,8 @@ public final class PipelineEngine {
         self.decoder = RecordDecoder(limits: spec.source.limits)
         var stages: [any Stage] = []
         var names: [String] = []
+        /// The specs of `stages`, in step.
+        var built: [StageSpec] = []
         var counters: [(String, StageCounter)] = []
         let all = spec.stages + spec.outputs
         var errors: [PipelineError] = []
@@ -96,13 +98,18 @@ public final class PipelineEngine {
             do {
                 let stage = try factory.build(s.node, context: context)
                 // One internal topic and one merger per pipeline: a second repartitioning stage would run but
-                // its partials would never be merged (issue 15).
+                // its partials would never be merged (issue 15). Several window sizes are one `windows` stage's.
                 if stage is any Repartitioning, let first = stages.firstIndex(where: { $0 is any Repartitioning }) {
+                    let firstAt = built[first].kindLocation
+                    let hint = s.kind == "windows" && names[first] == "windows"
+                        ? "for several window sizes, list the further sizes under 'more_windows' of the first 'windows' stage (line \(firstAt.line)), e.g. 'more_windows: [{window: 1h, counts_topic: metrics.counts.hourly}]'"
+                        : "use one stage"
                     errors.append(PipelineError(
                         code: .invalid, message: "a second '\(s.kind)' stage: only one stage merges across workers (the first is '\(names[first])')",
-                        location: s.kindLocation, hint: "use one stage; for several window sizes, run one pipeline (group) per size"))
+                        location: s.kindLocation, hint: hint))
                 }
                 stages.append(stage)
+                built.append(s)
                 names.append(s.kind)
                 for c in context.counters { counters.append((s.kind, c)) }
             } catch let e as PipelineError {

@@ -10,6 +10,39 @@ import MaidianPipeline
 /// user's trail. A window's partial aggregate goes through an internal topic to the worker that holds its
 /// key's internal partition, which merges the partials of every source partition (see `WindowMerger`).
 public final class WindowsStage: Stage, Repartitioning {
+    /// A further window size: its length and the topic its counts go to (`more_windows`).
+    public struct WindowSize: Decodable, Sendable, Equatable, SettingValue {
+        enum Settings {
+            static let window = Setting<ConfigDuration>.required("window", "window size (more than 0; unlike every other size of the stage)", example: "1h")
+            static let countsTopic = Setting<String>.required("counts_topic",
+                "its windowed counts (compacted; key `{metric}|{rule}|{window_start}|{dims}` with this size's `window_start`; unlike every other counts topic of the stage)",
+                example: "metrics.counts.hourly")
+        }
+        public static let nestedSettings: ConfigSpec? = ConfigSpec(Settings.window, Settings.countsTopic)
+        public static var settingType: String { "mapping" }
+        public var settingText: String { "{window: \(window.settingText), counts_topic: \(countsTopic)}" }
+
+        /// The window length.
+        public var window: ConfigDuration
+        /// The topic of this size's counts.
+        public var countsTopic: String
+
+        /// A size for code and tests.
+        public init(window: ConfigDuration, countsTopic: String) {
+            self.window = window
+            self.countsTopic = countsTopic
+        }
+
+        /// Decodes and checks one size.
+        public init(from decoder: any Decoder) throws {
+            let s = try decoder.settings(Self.nestedSettings!)
+            window = try s(Settings.window)
+            countsTopic = try s(Settings.countsTopic)
+            if window.milliseconds <= 0 { throw decoder.fail("'window' must be positive", forKey: Settings.window.codingKey, code: .badValue) }
+            if countsTopic.isEmpty { throw decoder.fail("'counts_topic' must not be empty", forKey: Settings.countsTopic.codingKey, code: .badValue) }
+        }
+    }
+
     /// The stage's options (pipelines/README.md documents each).
     public struct Config: Decodable, Sendable, DeclaredSettings {
         enum Settings {
@@ -32,6 +65,9 @@ public final class WindowsStage: Stage, Repartitioning {
             static let ignorePages = Setting("ignore_pages", default: [String](), "pages ignored besides the defaults and the rules file's", example: "[SplashViewController]")
             static let countsTopic = Setting("counts_topic", default: "metrics.counts",
                 "windowed counts (compacted; key `{metric}|{rule}|{window_start}|{dims}`)", example: "app.counts")
+            static let moreWindows = Setting("more_windows", default: [WindowSize](),
+                "further window sizes, each counted like `window` into a counts topic of its own (`metrics.counts.hourly`); every size is merged across workers, takes late events and is restored after a takeover; dwell records and trails are written once whatever the sizes",
+                example: "[{window: 1h, counts_topic: metrics.counts.hourly}, {window: 1d, counts_topic: metrics.counts.daily}]", documented: "`[]` (`window` only)")
             static let dwellTopic = Setting("dwell_topic", default: "metrics.dwell", "one record per closed visit (key `distinct_id`)", example: "app.dwell")
             static let trailsTopic = Setting("trails_topic", default: "crash.trails", "one record per crash (key `distinct_id`)", example: "app.trails")
             static let partialsTopic = Setting<String>.optional("partials_topic",
@@ -40,7 +76,7 @@ public final class WindowsStage: Stage, Repartitioning {
         public static let settings = ConfigSpec(
             Settings.window, Settings.lateness, Settings.allowedLateness, Settings.lateFlush, Settings.idleTimeout, Settings.by,
             Settings.visitTimeout, Settings.trailLength, Settings.trailMaxAge, Settings.ignorePages,
-            Settings.countsTopic, Settings.dwellTopic, Settings.trailsTopic, Settings.partialsTopic)
+            Settings.countsTopic, Settings.moreWindows, Settings.dwellTopic, Settings.trailsTopic, Settings.partialsTopic)
         public var window = Settings.window.default
         public var lateness = Settings.lateness.default
         /// How far behind the watermark a late event still counts (wire format §5); further: too late.
@@ -54,6 +90,8 @@ public final class WindowsStage: Stage, Repartitioning {
         public var trailMaxAge = Settings.trailMaxAge.default
         public var ignorePages = Settings.ignorePages.default
         public var countsTopic = Settings.countsTopic.default
+        /// Further window sizes, each with its own counts topic.
+        public var moreWindows = Settings.moreWindows.default
         public var dwellTopic = Settings.dwellTopic.default
         public var trailsTopic = Settings.trailsTopic.default
         public var partialsTopic: String?
@@ -88,10 +126,42 @@ public final class WindowsStage: Stage, Repartitioning {
                     hint: "write 'roles:' at the top of the pipeline file (beside 'stages:'), with the same keys", code: .badValue)
             }
             countsTopic = try s(Settings.countsTopic)
+            moreWindows = try s(Settings.moreWindows)
+            try checkSizes(decoder)
             dwellTopic = try s(Settings.dwellTopic)
             trailsTopic = try s(Settings.trailsTopic)
             partialsTopic = try s.optional(Settings.partialsTopic)
             if by.contains("content") { throw PipelineError(code: .badValue, message: "'content' is the dimension of group_by_content rules; it cannot be listed in 'by'") }
+        }
+
+        /// Every size (`window` first) with its counts topic.
+        public var sizes: [WindowSize] { [WindowSize(window: window, countsTopic: countsTopic)] + moreWindows }
+
+        /// Sizes must differ, and so must their topics (one topic's keys would name two windows): each repeat is
+        /// reported at its own element of `more_windows`.
+        private func checkSizes(_ decoder: any Decoder) throws {
+            let elements = decoder.configNode?[Settings.moreWindows.key]?.elements
+            func at(_ i: Int, _ key: String) -> SourceLocation? {
+                elements.flatMap { i < $0.count ? ($0[i][key] ?? $0[i]).location : nil } ?? decoder.configLocation(forKey: Settings.moreWindows.codingKey)
+            }
+            var windows: [Int64: String] = [window.milliseconds: "'window'"]
+            var topics: [String: String] = [countsTopic: "'counts_topic'"]
+            for (i, size) in moreWindows.enumerated() {
+                if let other = windows[size.window.milliseconds] {
+                    try decoder.report(PipelineError(
+                        code: .badValue, message: "window size \(size.window) is already counted by \(other)", location: at(i, "window"),
+                        hint: "each size is counted once; give every entry of 'more_windows' a size of its own"))
+                } else {
+                    windows[size.window.milliseconds] = "more_windows[\(i)]"
+                }
+                if let other = topics[size.countsTopic] {
+                    try decoder.report(PipelineError(
+                        code: .badValue, message: "counts topic '\(size.countsTopic)' is already the topic of \(other)", location: at(i, "counts_topic"),
+                        hint: "each size writes its own topic (its keys hold only its window_start), e.g. metrics.counts.hourly"))
+                } else {
+                    topics[size.countsTopic] = "more_windows[\(i)]"
+                }
+            }
         }
     }
 
@@ -100,7 +170,10 @@ public final class WindowsStage: Stage, Repartitioning {
 
     let config: Config
     let logger: Logger
-    let window: Int64
+    /// Every size's window length, the first first.
+    let windows: [Int64]
+    /// Progress goes out once per this much watermark: the smallest size, whose windows it completes first.
+    let progressEvery: Int64
     let lateness: Int64
     let allowedLateness: Int64
     let visitTimeout: Int64
@@ -189,7 +262,8 @@ public final class WindowsStage: Stage, Repartitioning {
     public init(config: Config, context: StageContext) throws {
         self.config = config
         self.logger = context.logger
-        window = config.window.milliseconds
+        windows = config.sizes.map(\.window.milliseconds)
+        progressEvery = windows.min()!
         lateness = config.lateness.milliseconds
         allowedLateness = config.allowedLateness.milliseconds
         visitTimeout = config.visitTimeout.milliseconds
@@ -236,7 +310,8 @@ public final class WindowsStage: Stage, Repartitioning {
         roleEntries = entries
         roleHashCollisions = collisions
         ignored = (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) }
-        windowMerger = WindowMerger(countsTopic: config.countsTopic, allowedLateness: config.allowedLateness.milliseconds,
+        windowMerger = WindowMerger(sizes: config.sizes.enumerated().map { ($0.offset == 0 ? 0 : $0.element.window.milliseconds, $0.element.countsTopic) },
+                                    allowedLateness: config.allowedLateness.milliseconds,
                                     lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)
         lateCounter = context.counter("late")
         tooLateCounter = context.counter("too_late")
@@ -257,15 +332,16 @@ public final class WindowsStage: Stage, Repartitioning {
         windowMerger.sourcePartitions = self.sourcePartitions
     }
 
-    /// State reaches back a visit timeout (open visits), a window plus the lateness (open windows), and the
-    /// trail age plus the lateness (a crash up to `lateness` behind the newest event time still shows entries
-    /// up to the trail age before it).
-    public var stateHorizon: Int64 { lateness + max(window + visitTimeout, trailMaxAge) }
+    /// State reaches back the largest window plus the lateness (open windows: a day's window is rebuilt from a
+    /// day of input), a visit timeout beyond the last visit sweep (once a minute of watermark, `sweepEvery`),
+    /// and the trail age plus the lateness (a crash up to `lateness` behind the newest event time still shows
+    /// entries up to the trail age before it).
+    public var stateHorizon: Int64 { lateness + max(windows.max()!, Self.sweepEvery + visitTimeout, trailMaxAge) }
 
-    public var outputTopics: [String] { [config.countsTopic, config.dwellTopic, config.trailsTopic] }
+    public var outputTopics: [String] { config.sizes.map(\.countsTopic) + [config.dwellTopic, config.trailsTopic] }
 
     public func restore(partition: Int32, maxEventTime: Int64?) {
-        let st = PartitionWindows(partition: partition, maxTime: maxEventTime)
+        let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: windows)
         // The previous owner had closed the windows the watermark passed: late events for them are deltas.
         if let maxEventTime { st.closedUpTo = saturatingSub(maxEventTime, lateness) }
         partitions[partition] = st
@@ -286,7 +362,7 @@ public final class WindowsStage: Stage, Repartitioning {
 
     func state(_ p: Int32) -> PartitionWindows {
         if let s = partitions[p] { return s }
-        let s = PartitionWindows(partition: p, maxTime: nil)
+        let s = PartitionWindows(partition: p, maxTime: nil, windows: windows)
         partitions[p] = s
         return s
     }

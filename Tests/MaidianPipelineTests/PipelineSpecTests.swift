@@ -217,7 +217,7 @@ final class PipelineSpecTests: XCTestCase {
                 window: 1h
             """
         XCTAssertEqual(errors(yaml), [
-            "t.yaml:3:11: a second 'windows' stage: only one stage merges across workers (the first is 'windows') (use one stage; for several window sizes, run one pipeline (group) per size)",
+            "t.yaml:3:11: a second 'windows' stage: only one stage merges across workers (the first is 'windows') (for several window sizes, list the further sizes under 'more_windows' of the first 'windows' stage (line 2), e.g. 'more_windows: [{window: 1h, counts_topic: metrics.counts.hourly}]')",
         ])
         XCTAssertEqual(errors("stages:\n  - kind: windows\n"), [])
     }

@@ -487,3 +487,179 @@ final class WindowMergerTests: XCTestCase {
     }
 }
 
+
+// MARK: - Window sizes
+
+extension WindowMergerTests {
+    static let hour: Int64 = 3_600_000
+
+    func testPartialsRoundTripWithTheirSize() throws {
+        var users = UserSet()
+        for u: UInt64 in [3, 1, 2] { users.insert(u) }
+        var digest = DurationDigest()
+        digest.add(1_500)
+        let head = Array(#"{"metric":"dwell","rule":"home","window_start":0,"window_end":3600000,"dims":{}"#.utf8)
+        for size: Int64 in [0, Self.hour] {
+            let p = PartialAggregate(sourcePartition: 3, windowEnd: Self.hour, head: head, count: 2, users: users, isDwell: true,
+                                     sumMs: 1_500, durations: digest, size: size)
+            var bytes: [UInt8] = []
+            InternalMessage.partial(p).encode(into: &bytes)
+            XCTAssertEqual(try InternalMessage.decode(bytes), .partial(p), "size \(size)")
+            // The first size is written as before sizes existed (type 1, no size field).
+            XCTAssertEqual(bytes[1], size == 0 ? 1 : 4)
+            // A late partial keeps its offset and its size.
+            var late: [UInt8] = []
+            head.withUnsafeBytes { h in
+                InternalMessage.encodePartial(sourcePartition: 3, windowEnd: Self.hour, head: h, count: 1, isDwell: false, sumMs: 0,
+                                              durations: DurationDigest(), size: size, lateOffset: 77, into: &late) { users.encode(into: &$0) }
+            }
+            guard case .partial(let l) = try InternalMessage.layout(late) else { return XCTFail("not a partial") }
+            XCTAssertEqual(l.lateOffset, 77)
+            XCTAssertEqual(l.size, size)
+            XCTAssertEqual(Array(late[l.head]), head)
+            XCTAssertEqual(l.count, 1)
+        }
+        // A size that no stage could have.
+        var bad: [UInt8] = []
+        InternalMessage.partial(PartialAggregate(sourcePartition: 0, windowEnd: 1, head: [], count: 1, users: UserSet(), isDwell: false,
+                                                 sumMs: 0, durations: DurationDigest(), size: -5)).encode(into: &bad)
+        XCTAssertThrowsError(try InternalMessage.layout(bad))
+    }
+
+    /// Equal key texts of two sizes (an hour's key and its first minute's) are two windows, merged apart and written
+    /// to their own topics; a late partial changes only its size's window.
+    func testSizesAreMergedApartAndWrittenToTheirOwnTopics() throws {
+        let merger = WindowMerger(sizes: [(0, "metrics.counts"), (Self.hour, "metrics.counts.hourly")], allowedLateness: 24 * Self.hour,
+                                  lateFlush: .zero, logger: Logger(label: "test"))
+        merger.sourcePartitions = 2
+        var offset: Int64 = 0
+        var records: [InternalRecord] = []
+        let key = Array("pv|home|0|".utf8)
+        func add(_ value: [UInt8], key: [UInt8] = key) {
+            records.append(InternalRecord(partition: 0, offset: offset, key: key, value: value, index: Int32(records.count)))
+            offset += 1
+        }
+        func partial(_ source: Int32, size: Int64, count: Int64, users: [UInt64], late: Int64? = nil) {
+            let window = size == 0 ? Self.minute : size
+            var set = UserSet()
+            for u in users { set.insert(u) }
+            let head = Array(#"{"metric":"pv","rule":"home","window_start":0,"window_end":\#(window),"dims":{}"#.utf8)
+            var value: [UInt8] = []
+            head.withUnsafeBytes { h in
+                InternalMessage.encodePartial(sourcePartition: source, windowEnd: window, head: h, count: count, isDwell: false, sumMs: 0,
+                                              durations: DurationDigest(), size: size, lateOffset: late, into: &value) { set.encode(into: &$0) }
+            }
+            add(value)
+        }
+        func progress(_ source: Int32, _ watermark: Int64) {
+            var value: [UInt8] = []
+            InternalMessage.progress(source: source, watermark: watermark, idle: false).encode(into: &value)
+            add(value, key: [])
+        }
+        // One buffer for the run, as a worker's (the merger keeps its topics' indexes).
+        var out = OutputBuffer()
+        func flush() throws -> [(topic: String, key: String, value: [String: Any])] {
+            out.reset()
+            try merger.process(records, output: &out)
+            records = []
+            return try out.messages.indices.map { i in
+                (out.topics[Int(out.messages[i].topic)], out.keyString(i) ?? "",
+                 try JSONSerialization.jsonObject(with: Data(out.valueString(i).utf8)) as? [String: Any] ?? [:])
+            }
+        }
+
+        partial(0, size: 0, count: 1, users: [1])
+        partial(1, size: 0, count: 2, users: [2])
+        partial(0, size: Self.hour, count: 10, users: [1, 5])
+        progress(0, 2 * Self.minute)
+        progress(1, 2 * Self.minute)
+        var written = try flush()
+        XCTAssertEqual(written.map(\.topic), ["metrics.counts"], "only the minute is complete")
+        XCTAssertEqual(int(written.first?.value["count"]), 3, "the hour's partial is not added to the minute of the same key text")
+        XCTAssertEqual(int(written.first?.value["users"]), 2)
+        XCTAssertEqual(merger.replayFrom(partition: 0), 0, "the kept minute and the pending hour hold the replay point")
+
+        partial(1, size: Self.hour, count: 20, users: [5, 6])
+        progress(0, Self.hour)
+        progress(1, Self.hour)
+        written = try flush()
+        XCTAssertEqual(written.map(\.topic), ["metrics.counts.hourly"])
+        XCTAssertEqual(written.first?.key, "pv|home|0|")
+        XCTAssertEqual(int(written.first?.value["count"]), 30)
+        XCTAssertEqual(int(written.first?.value["users"]), 3)
+        XCTAssertEqual(int(written.first?.value["window_end"]), Self.hour)
+
+        // A late partial of the hour rewrites the hour, not the minute; one of the minute, the minute.
+        partial(1, size: Self.hour, count: 1, users: [9], late: 40)
+        written = try flush()
+        XCTAssertEqual(written.map(\.topic), ["metrics.counts.hourly"])
+        XCTAssertEqual(int(written.first?.value["count"]), 31)
+        XCTAssertEqual(int(written.first?.value["users"]), 4)
+        partial(0, size: 0, count: 1, users: [9], late: 41)
+        written = try flush()
+        XCTAssertEqual(written.map(\.topic), ["metrics.counts"])
+        XCTAssertEqual(int(written.first?.value["count"]), 4)
+
+        // A size the stage does not have (its configuration changed) is skipped, not merged into another.
+        partial(0, size: 2 * Self.hour, count: 100, users: [1])
+        progress(0, 3 * Self.hour)
+        progress(1, 3 * Self.hour)
+        XCTAssertEqual(try flush().count, 0)
+    }
+
+    /// After a takeover the merger rebuilds every size from the re-read partials: the hour written before the
+    /// checkpoint still takes a late partial with its whole total.
+    func testEverySizeIsRestoredFromTheReReadPartials() throws {
+        func merger() -> WindowMerger {
+            let m = WindowMerger(sizes: [(0, "metrics.counts"), (Self.hour, "metrics.counts.hourly")], allowedLateness: 24 * Self.hour,
+                                 lateFlush: .zero, logger: Logger(label: "test"))
+            m.sourcePartitions = 1
+            return m
+        }
+        func message(size: Int64, count: Int64, user: UInt64, late: Int64? = nil) -> [UInt8] {
+            let window = size == 0 ? Self.minute : size
+            var set = UserSet()
+            set.insert(user)
+            let head = Array(#"{"metric":"pv","rule":"home","window_start":0,"window_end":\#(window),"dims":{}"#.utf8)
+            var value: [UInt8] = []
+            head.withUnsafeBytes { h in
+                InternalMessage.encodePartial(sourcePartition: 0, windowEnd: window, head: h, count: count, isDwell: false, sumMs: 0,
+                                              durations: DurationDigest(), size: size, lateOffset: late, into: &value) { set.encode(into: &$0) }
+            }
+            return value
+        }
+        var progress: [UInt8] = []
+        InternalMessage.progress(source: 0, watermark: Self.hour + 1, idle: false).encode(into: &progress)
+        let key = Array("pv|home|0|".utf8)
+        let log: [(key: [UInt8], value: [UInt8])] = [
+            (key, message(size: 0, count: 2, user: 1)), (key, message(size: Self.hour, count: 7, user: 1)), ([], progress),
+        ]
+        func records(_ range: Range<Int>, replayUntil: Int = 0) -> [InternalRecord] {
+            range.enumerated().map { i, o in
+                InternalRecord(partition: 0, offset: Int64(o), key: log[o].key, value: log[o].value, index: Int32(i), replay: o < replayUntil)
+            }
+        }
+        let first = merger()
+        var out = OutputBuffer()
+        try first.process(records(0..<3), output: &out)
+        XCTAssertEqual(out.messages.count, 2, "the minute and the hour")
+        let mark = first.writtenUpTo(partition: 0)
+        XCTAssertEqual(first.replayFrom(partition: 0), 0, "both written windows are kept for late partials")
+
+        // A new owner re-reads from the replay point, then a late partial of each size arrives.
+        let second = merger()
+        second.restore(partition: 0, writtenUpTo: mark)
+        var lateMinute = records(0..<3, replayUntil: 3)
+        lateMinute.append(InternalRecord(partition: 0, offset: 3, key: key, value: message(size: 0, count: 1, user: 2, late: 10), index: 3))
+        lateMinute.append(InternalRecord(partition: 0, offset: 4, key: key, value: message(size: Self.hour, count: 1, user: 2, late: 10), index: 4))
+        out = OutputBuffer()
+        try second.process(lateMinute, output: &out)
+        var written: [String: String] = [:]
+        for i in out.messages.indices where !lateMinute[Int(out.messages[i].record)].replay {
+            written[out.topics[Int(out.messages[i].topic)]] = out.valueString(i)
+        }
+        XCTAssertEqual(written.count, 2, "\(written)")
+        XCTAssertTrue(written["metrics.counts"]?.contains(#""count":3,"users":2"#) == true, "\(written)")
+        XCTAssertTrue(written["metrics.counts.hourly"]?.contains(#""count":8,"users":2"#) == true, "\(written)")
+    }
+}

@@ -131,14 +131,13 @@ final class WindowsStageTests: XCTestCase {
     }
 
     func testWindowArithmeticDoesNotOverflow() throws {
-        let h = try H()
         for t in [Int64.min, Int64.min + 1, -1, 0, Int64.max - 1, Int64.max] {
-            let s = h.stage.windowStart(of: t)
+            let s = alignedStart(t, every: 60_000)
             XCTAssertLessThanOrEqual(s, t)
             let end = saturatingAdd(s, 60_000)
             XCTAssertTrue(end > t || end == .max, "\(t)")
         }
-        XCTAssertEqual(h.stage.windowStart(of: -1), -60_000)
+        XCTAssertEqual(alignedStart(-1, every: 60_000), -60_000)
         XCTAssertEqual(saturatingSub(.min, 30_000), .min)
         XCTAssertEqual(saturatingAdd(.max, 1), .max)
     }
@@ -826,5 +825,143 @@ final class WindowsStageTests: XCTestCase {
         try h.finish()
         XCTAssertEqual((h.trails.first?["trail"] as? [Any])?.count, 1)
         try assertRecovers(records, config: c, batch: 1, replayBatch: 1)
+    }
+}
+
+// MARK: - Several window sizes (`more_windows`)
+
+extension WindowsStageTests {
+    static let hour: Int64 = 3_600_000
+
+    var sizesConfig: WindowsStage.Config {
+        config { $0.moreWindows = [.init(window: .init(milliseconds: Self.hour), countsTopic: "metrics.counts.hourly")] }
+    }
+
+    func decodeErrors(_ yaml: String) -> [String] {
+        do {
+            _ = try ConfigDecoder().decode(WindowsStage.Config.self, yaml: yaml, file: "w.yaml", environment: [:])
+            return []
+        } catch {
+            return PipelineErrors.flatten(error).map(\.description)
+        }
+    }
+
+    func testMoreWindowsDecodeAndEveryRepeatedSizeOrTopicIsReportedAtItsEntry() throws {
+        let c = try ConfigDecoder().decode(WindowsStage.Config.self, yaml: """
+            window: 1m
+            more_windows:
+              - {window: 1h, counts_topic: metrics.counts.hourly}
+              - {window: 1d, counts_topic: metrics.counts.daily}
+            """, file: "w.yaml", environment: [:])
+        XCTAssertEqual(c.sizes.map(\.window.milliseconds), [60_000, Self.hour, 24 * Self.hour])
+        XCTAssertEqual(c.sizes.map(\.countsTopic), ["metrics.counts", "metrics.counts.hourly", "metrics.counts.daily"])
+        XCTAssertEqual(try ConfigDecoder().decode(WindowsStage.Config.self, yaml: "window: 5m\n", file: "w.yaml", environment: [:]).sizes.count, 1)
+
+        let errors = decodeErrors("""
+            window: 1m
+            more_windows:
+              - {window: 1h, counts_topic: metrics.counts.hourly}
+              - {window: 60s, counts_topic: other}
+              - {window: 1d, counts_topic: metrics.counts.hourly}
+              - {window: 60m, counts_topic: metrics.counts}
+            """)
+        XCTAssertEqual(errors.count, 4, "\(errors)")
+        XCTAssertTrue(errors.contains { $0.hasPrefix("w.yaml:4:14: window size 1m is already counted by 'window'") }, "\(errors)")
+        XCTAssertTrue(errors.contains { $0.hasPrefix("w.yaml:5:32: counts topic 'metrics.counts.hourly' is already the topic of more_windows[0]") }, "\(errors)")
+        XCTAssertTrue(errors.contains { $0.hasPrefix("w.yaml:6:14: window size 1h is already counted by more_windows[0]") }, "\(errors)")
+        XCTAssertTrue(errors.contains { $0.hasPrefix("w.yaml:6:33: counts topic 'metrics.counts' is already the topic of 'counts_topic'") }, "\(errors)")
+
+        // An entry's own problems, at the entry's value.
+        XCTAssertEqual(decodeErrors("more_windows:\n  - {window: 0s, counts_topic: t}\n").first?.hasPrefix("w.yaml:2:14: 'window' must be positive"), true)
+        XCTAssertEqual(decodeErrors("more_windows:\n  - {window: 1h}\n").first?.contains("counts_topic"), true)
+        XCTAssertEqual(decodeErrors("more_windows:\n  - {window: 1h, counts_topic: t, windw: 1}\n").first?.contains("unknown key 'windw'"), true)
+    }
+
+    func testEverySizeCountsItsOwnWindowsWithItsOwnKeysAndTopic() throws {
+        let h = try H(config: sizesConfig)
+        XCTAssertEqual(h.stage.outputTopics, ["metrics.counts", "metrics.counts.hourly", "metrics.dwell", "crash.trails"])
+        // Two minutes of one hour, a leave in each (dwell), then an event that closes the hour.
+        try h.run([[Ev.enter("u1", home, 1_000)], [Ev.leave("u1", home, 5_000), Ev.enter("u2", home, 61_000)],
+                   [Ev.leave("u2", home, 70_000)], [Ev.other("x", Self.hour + 100_000)]])
+        try h.finish()
+        let hourStart = H.t0 - H.t0 % Self.hour
+        func last(_ topic: String) -> [String: [String: Any]] {
+            var m: [String: [String: Any]] = [:]
+            for o in h.countsWritten where o.topic == topic { m[o.key] = o.json }
+            return m
+        }
+        let minutes = last("metrics.counts"), hours = last("metrics.counts.hourly")
+        XCTAssertEqual(int(minutes[key("pv", "home", 0)]?["count"]), 1)
+        XCTAssertEqual(int(minutes[key("pv", "home", 1)]?["count"]), 1)
+        let pvHour = "pv|home|\(hourStart)|app_version=3.2.1"
+        XCTAssertEqual(int(hours[pvHour]?["count"]), 2, "\(hours.keys.sorted())")
+        XCTAssertEqual(int(hours[pvHour]?["users"]), 2)
+        XCTAssertEqual(int(hours[pvHour]?["window_start"]), hourStart)
+        XCTAssertEqual(int(hours[pvHour]?["window_end"]), hourStart + Self.hour)
+        let dwellHour = try XCTUnwrap(hours["dwell|home|\(hourStart)|app_version=3.2.1"], "\(hours.keys.sorted())")
+        XCTAssertEqual(int(dwellHour["count"]), 2)
+        XCTAssertEqual(int(dwellHour["sum_ms"]), 4_000 + 9_000)
+        XCTAssertEqual(hours.count, 2, "pv and dwell of the hour: \(hours.keys.sorted())")
+        XCTAssertEqual(h.dwell.count, 2, "dwell records are written once")
+        // The hourly partials name their size; the minute ones do not (as before sizes).
+        let sizes = Set(h.partials.map(\.size))
+        XCTAssertEqual(sizes, [0, Self.hour])
+        for p in h.partials where p.size == Self.hour { XCTAssertEqual(p.windowEnd % Self.hour, 0) }
+    }
+
+    func testALateEventRewritesItsWindowOfEverySize() throws {
+        let h = try H(config: config {
+            $0.lateFlush = .init(milliseconds: 0)
+            $0.moreWindows = [.init(window: .init(milliseconds: Self.hour), countsTopic: "metrics.counts.hourly")]
+        })
+        let hourStart = H.t0 - H.t0 % Self.hour
+        // Closes the hour of t0 and its minutes, then an upload 2 minutes into that hour arrives late.
+        try h.run([[Ev.enter("u1", home, 1_000)], [Ev.other("x", Self.hour + 100_000)]])
+        let pvHour = "pv|home|\(hourStart)|app_version=3.2.1"
+        XCTAssertEqual(h.countsWritten.filter { $0.topic == "metrics.counts.hourly" && $0.key == pvHour }.count, 1)
+        try h.run([[Ev.enter("u2", home, 121_000)]], receivedAt: H.t0 + Self.hour + 110_000)
+        XCTAssertEqual(h.stage.lateCounter.value, 1)
+        let hourly = h.countsWritten.filter { $0.topic == "metrics.counts.hourly" && $0.key == pvHour }
+        XCTAssertEqual(hourly.count, 2, "the hour is written again")
+        XCTAssertEqual(int(hourly.last?.json["count"]), 2)
+        XCTAssertEqual(int(hourly.last?.json["users"]), 2)
+        let minute = h.countsWritten.filter { $0.topic == "metrics.counts" && $0.key == key("pv", "home", 2) }
+        XCTAssertEqual(minute.count, 1, "the late minute is written (once: it had no record)")
+        XCTAssertEqual(int(minute.last?.json["count"]), 1)
+    }
+
+    /// Dwell records are the same whatever the sizes: visits are swept once a minute of watermark, not once a
+    /// window (an hour's window would keep a silent install's visit open for up to an hour longer, and a late
+    /// leave would then pair with it).
+    func testVisitTimeoutsDoNotDependOnTheWindowSizes() throws {
+        func dwell(_ c: WindowsStage.Config) throws -> [String] {
+            let h = try H(config: c)
+            try h.run([[Ev.enter("u1", home, 0)]], receivedAt: H.t0)
+            try h.run([[Ev.other("x", 40 * 60_000)]], receivedAt: H.t0 + 40 * 60_000)
+            // u1's leave, 25 minutes into its visit, arrives late after its 40 minutes of silence.
+            try h.run([[Ev.leave("u1", home, 25 * 60_000)]], receivedAt: H.t0 + 45 * 60_000)
+            try h.finish()
+            return h.dwell.map { try! String(decoding: JSONSerialization.data(withJSONObject: $0, options: .sortedKeys), as: UTF8.self) }.sorted()
+        }
+        let minute = try dwell(config())
+        XCTAssertEqual(minute.count, 1)
+        XCTAssertTrue(minute.first?.contains(#""closed_by":"timeout""#) == true, "\(minute)")
+        XCTAssertEqual(try dwell(config { $0.window = .init(milliseconds: Self.hour) }), minute, "window: 1h alone")
+        XCTAssertEqual(try dwell(sizesConfig), minute, "sizes [1m, 1h]")
+    }
+
+    /// A source partition taken over after any commit restores every size's open windows: with the hour's
+    /// windows open for longer, the replay point reaches back to the hour's start.
+    func testRecoveryFromAnyCommitMatchesAnUninterruptedRunWithSeveralSizes() throws {
+        var c = recoveryConfig
+        c.moreWindows = [.init(window: .init(milliseconds: 10 * 60_000), countsTopic: "metrics.counts.10m")]
+        XCTAssertEqual(try H(config: recoveryConfig).stage.stateHorizon, 330_000, "30 s + the trail age")
+        XCTAssertEqual(try H(config: c).stage.stateHorizon, 630_000, "30 s + the largest window")
+        let records = workload(seed: 7, count: 90)
+        let h = try H(config: c)
+        try h.run(records)
+        XCTAssertTrue(h.partials.contains { $0.size == 10 * 60_000 }, "the workload closes 10-minute windows before its end")
+        try h.finish()
+        try assertRecovers(records, config: c, batch: 4, replayBatch: 3)
     }
 }

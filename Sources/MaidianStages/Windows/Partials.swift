@@ -12,6 +12,8 @@ struct PartialAggregate: Equatable {
     var isDwell: Bool
     var sumMs: Int64
     var durations: DurationDigest
+    /// The window size it belongs to: 0 for the stage's first size (`window`), else the size's length in ms.
+    var size: Int64 = 0
 }
 
 /// Messages of the internal topic. Binary, little-endian, version byte first: only Maidian reads them.
@@ -35,25 +37,28 @@ enum InternalMessage: Equatable {
         case .partial(let p):
             p.head.withUnsafeBytes {
                 Self.encodePartial(sourcePartition: p.sourcePartition, windowEnd: p.windowEnd, head: $0, count: p.count,
-                                   isDwell: p.isDwell, sumMs: p.sumMs, durations: p.durations, into: &out) { p.users.encode(into: &$0) }
+                                   isDwell: p.isDwell, sumMs: p.sumMs, durations: p.durations, size: p.size, into: &out) { p.users.encode(into: &$0) }
             }
         }
     }
 
     /// A partial's encoding from its parts (the windows stage writes them without building a `PartialAggregate`);
-    /// `users` writes the users part.
+    /// `users` writes the users part. `size`: 0 for the first window size, else the size's length in ms.
     static func encodePartial(sourcePartition: Int32, windowEnd: Int64, head: UnsafeRawBufferPointer, count: Int64,
-                              isDwell: Bool, sumMs: Int64, durations: DurationDigest, lateOffset: Int64? = nil,
+                              isDwell: Bool, sumMs: Int64, durations: DurationDigest, size: Int64 = 0, lateOffset: Int64? = nil,
                               into out: inout [UInt8], users: (inout [UInt8]) -> Void) {
         out.append(Self.version)
         // A late partial (type 3) is one record's contribution to a window already closed at the source,
-        // named by that record's offset; a partial (type 1) is the source's whole window.
+        // named by that record's offset; a partial (type 1) is the source's whole window. Types 4 and 5 are the
+        // same of a further window size, named after the offset by its length: the first size's partials are
+        // written as before sizes existed, so a partials topic written before them is read the same.
         if let lateOffset {
-            out.append(3)
+            out.append(size == 0 ? 3 : 5)
             out.appendLE(lateOffset)
         } else {
-            out.append(1)
+            out.append(size == 0 ? 1 : 4)
         }
+        if size != 0 { out.appendLE(size) }
         out.appendLE(sourcePartition)
         out.appendLE(windowEnd)
         out.appendLE(Int32(head.count))
@@ -94,7 +99,7 @@ enum InternalMessage: Equatable {
             let dwell = try l.readDwell(bytes)
             return .partial(PartialAggregate(
                 sourcePartition: l.sourcePartition, windowEnd: l.windowEnd, head: Array(bytes[l.head]), count: l.count, users: users,
-                isDwell: dwell != nil, sumMs: dwell?.sum ?? 0, durations: dwell?.durations ?? DurationDigest()))
+                isDwell: dwell != nil, sumMs: dwell?.sum ?? 0, durations: dwell?.durations ?? DurationDigest(), size: l.size))
         }
     }
 }
@@ -107,6 +112,8 @@ extension InternalMessage {
         var windowEnd: Int64
         /// A late partial's record offset; -1 for a whole-window partial.
         var lateOffset: Int64 = -1
+        /// Its window size: 0 for the first size, else the size's length in ms.
+        var size: Int64 = 0
         var head: Range<Int>
         var count: Int64
         /// The users part: a form byte, then registers or a count and the hashes.
@@ -127,8 +134,11 @@ extension InternalMessage {
         switch try r.u8() {
         case 2:
             return .progress(source: try r.i32(), watermark: try r.i64(), idle: try r.u8() != 0)
-        case 1, 3:
-            let lateOffset = r.bytes[r.i - 1] == 3 ? try r.i64() : -1
+        case 1, 3, 4, 5:
+            let type = r.bytes[r.i - 1]
+            let lateOffset = type == 3 || type == 5 ? try r.i64() : -1
+            let size = type >= 4 ? try r.i64() : 0
+            if type >= 4 && size <= 0 { throw Malformed(description: "internal message with a window size of \(size)") }
             let source = try r.i32()
             let windowEnd = try r.i64()
             let headStart = r.i + 4
@@ -150,7 +160,7 @@ extension InternalMessage {
                     try r.skip(Int(try r.i32()), times: 8)
                 }
             }
-            return .partial(PartialLayout(sourcePartition: source, windowEnd: windowEnd, lateOffset: lateOffset, head: head, count: count, users: users, dwell: dwell))
+            return .partial(PartialLayout(sourcePartition: source, windowEnd: windowEnd, lateOffset: lateOffset, size: size, head: head, count: count, users: users, dwell: dwell))
         default:
             throw Malformed(description: "unknown internal message type")
         }

@@ -243,17 +243,27 @@ struct LateTuple: Hashable {
     return o ? (b > 0 ? .min : .max) : r
 }
 
+/// The start of the `every`-long epoch-aligned window holding `time` (saturated, never trapping, for any time).
+@inline(__always) func alignedStart(_ time: Int64, every: Int64) -> Int64 {
+    let r = time % every
+    return saturatingSub(time, r < 0 ? r + every : r)
+}
+
 /// `a + b`, saturated at the ends of `Int64`.
 @inline(__always) func saturatingAdd(_ a: Int64, _ b: Int64) -> Int64 {
     let (r, o) = a.addingReportingOverflow(b)
     return o ? (b > 0 ? .max : .min) : r
 }
 
-/// Everything the windows stage keeps for one source partition.
-final class PartitionWindows {
-    let partition: Int32
-    /// Newest event time (track events) seen on the partition.
-    @exclusivity(unchecked) var maxTime: Int64?
+/// The windows of one window size of one source partition (the stage's sizes: `window`, then `more_windows`):
+/// its open aggregates and its late contributions. Sizes share nothing else: each has its own windows, keys
+/// and partials.
+final class SizeWindows {
+    /// The size's window length, ms.
+    let window: Int64
+    /// The size as its partials name it: 0 for the first size (`window`, whose partials carry no size, as
+    /// before there were sizes), else its length.
+    let tag: Int64
 
     @exclusivity(unchecked) var aggregates: [Aggregate] = []
     @exclusivity(unchecked) var freeAggregates: [Int32] = []
@@ -264,55 +274,22 @@ final class PartitionWindows {
     @exclusivity(unchecked) var tupleTable = HashTable64(capacity: 256)
     @exclusivity(unchecked) var tuples: [AggregateTuple] = []
     @exclusivity(unchecked) var tupleAggregates: [Int32] = []
-    /// Windows ending at or before this were closed (their partials written): events for them count as
-    /// late contributions (`late*`), written per record after the batch.
-    @exclusivity(unchecked) var closedUpTo: Int64 = .min
-    /// While a late event is counted and paired: its record's watermark. Windows ending at or before it are late
-    /// contributions even when the partition closes them only at the batch's end: where batches end differs
-    /// when a partition is read again after a takeover, and a contribution must not go into a window's partial
-    /// in one run and into a late partial in the other (both would be counted).
-    @exclusivity(unchecked) var recordWatermark: Int64 = .min
     /// Late contributions by (tuple, record offset), in `lateAggregates`, keys in `lateKeys`.
     @exclusivity(unchecked) var lateTable: [LateTuple: Int32] = [:]
     @exclusivity(unchecked) var lateAggregates: [Aggregate] = []
     @exclusivity(unchecked) var lateOffsets: [Int64] = []
     @exclusivity(unchecked) var lateKeys: [UInt8] = []
-    /// Newest collector time (`received_at`, else record timestamp) on the partition.
-    @exclusivity(unchecked) var collectorNow: Int64 = .min
     @exclusivity(unchecked) var lastWindow: WindowAggregates?
     @exclusivity(unchecked) var lastWindowEnd: Int64 = 0
 
-    /// distinct_id hash → index in `users`.
-    @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
-    @exclusivity(unchecked) var users: [UserState] = []
-    /// The users' `distinct_id`s back to back, each after its length (2 bytes, little-endian; `idStart`s point
-    /// at it), and how many of its bytes belong to ids no longer referred to (compacted when they are the
-    /// larger part).
-    @exclusivity(unchecked) var idBytes: [UInt8] = []
-    var idGarbage = 0
-    /// Per user: the newest event time taken (a user with events still pending is not forgotten). Beside
-    /// `users`, so the per-event update reads a small dense array.
-    @exclusivity(unchecked) var lastTimes: [Int64] = []
-    @exclusivity(unchecked) var freeUsers: [Int32] = []
-    @exclusivity(unchecked) var pending = PendingHeap()
-
-    /// Last record of the partition in the current batch.
-    @exclusivity(unchecked) var lastRecord: Int32 = -1
-    /// The partition's first record in the current batch (first after re-read ones): outputs the batch causes
-    /// are attributed to it. Not the last record: the ones before it have no outputs of their own, so their
-    /// offsets could be committed before those outputs are delivered, and a takeover would lose them.
-    @exclusivity(unchecked) var ownerRecord: Int32 = -1
-    var progressSent: Int64 = .min
-    var idleSent = false
-    var lastInput = ContinuousClock.now
-    var lastSweep: Int64 = .min
-
-    init(partition: Int32, maxTime: Int64?) {
-        self.partition = partition
-        self.maxTime = maxTime
+    init(window: Int64, tag: Int64) {
+        self.window = window
+        self.tag = tag
     }
 
-    var watermark: Int64? { maxTime }
+    /// The start of the window holding `time`.
+    @inline(__always)
+    func windowStart(of time: Int64) -> Int64 { alignedStart(time, every: window) }
 
     /// The window ending at `end`, created when new (the last one asked for is kept at hand).
     @inline(__always)
@@ -346,7 +323,7 @@ final class PartitionWindows {
     }
 
     /// Forgets the tuples of windows no longer open (after `windows` lost some).
-    func dropClosedTuples(window: Int64) {
+    func dropClosedTuples() {
         lastWindow = nil
         let oldTuples = tuples, oldAggregates = tupleAggregates
         tuples.removeAll(keepingCapacity: true)
@@ -354,6 +331,66 @@ final class PartitionWindows {
         tupleTable = HashTable64(capacity: max(256, oldTuples.count))
         for (k, t) in oldTuples.enumerated() where windows[t.windowStart + window] != nil { addTuple(t, oldAggregates[k]) }
     }
+}
+
+/// Everything the windows stage keeps for one source partition.
+final class PartitionWindows {
+    let partition: Int32
+    /// Newest event time (track events) seen on the partition.
+    @exclusivity(unchecked) var maxTime: Int64?
+
+    /// The first size's windows (most pipelines have no other: kept at hand for the per-event path).
+    let first: SizeWindows
+    /// Every size's windows, `first` first.
+    let sizes: [SizeWindows]
+    /// Windows ending at or before this were closed (their partials written), whatever their size: events for
+    /// them count as late contributions (`late*`), written per record after the batch.
+    @exclusivity(unchecked) var closedUpTo: Int64 = .min
+    /// While a late event is counted and paired: its record's watermark. Windows ending at or before it are late
+    /// contributions even when the partition closes them only at the batch's end: where batches end differs
+    /// when a partition is read again after a takeover, and a contribution must not go into a window's partial
+    /// in one run and into a late partial in the other (both would be counted).
+    @exclusivity(unchecked) var recordWatermark: Int64 = .min
+    /// Newest collector time (`received_at`, else record timestamp) on the partition.
+    @exclusivity(unchecked) var collectorNow: Int64 = .min
+
+    /// distinct_id hash → index in `users`.
+    @exclusivity(unchecked) var userByHash = HashTable64(capacity: 1024)
+    @exclusivity(unchecked) var users: [UserState] = []
+    /// The users' `distinct_id`s back to back, each after its length (2 bytes, little-endian; `idStart`s point
+    /// at it), and how many of its bytes belong to ids no longer referred to (compacted when they are the
+    /// larger part).
+    @exclusivity(unchecked) var idBytes: [UInt8] = []
+    var idGarbage = 0
+    /// Per user: the newest event time taken (a user with events still pending is not forgotten). Beside
+    /// `users`, so the per-event update reads a small dense array.
+    @exclusivity(unchecked) var lastTimes: [Int64] = []
+    @exclusivity(unchecked) var freeUsers: [Int32] = []
+    @exclusivity(unchecked) var pending = PendingHeap()
+
+    /// Last record of the partition in the current batch.
+    @exclusivity(unchecked) var lastRecord: Int32 = -1
+    /// The partition's first record in the current batch (first after re-read ones): outputs the batch causes
+    /// are attributed to it. Not the last record: the ones before it have no outputs of their own, so their
+    /// offsets could be committed before those outputs are delivered, and a takeover would lose them.
+    @exclusivity(unchecked) var ownerRecord: Int32 = -1
+    var progressSent: Int64 = .min
+    var idleSent = false
+    var lastInput = ContinuousClock.now
+    var lastSweep: Int64 = .min
+
+    /// `windows`: the stage's window lengths, ms, the first size first.
+    init(partition: Int32, maxTime: Int64?, windows: [Int64]) {
+        self.partition = partition
+        self.maxTime = maxTime
+        sizes = windows.enumerated().map { SizeWindows(window: $0.element, tag: $0.offset == 0 ? 0 : $0.element) }
+        first = sizes[0]
+    }
+
+    var watermark: Int64? { maxTime }
+
+    /// Whether a size has late contributions to write.
+    var hasLate: Bool { sizes.contains { !$0.lateAggregates.isEmpty } }
 
     /// The install of `hash` whose event's `distinct_id` has the hash `idHash` (`appendID` writes the decoded
     /// id when it is new to the install: the install's first event, or a login).

@@ -14,6 +14,10 @@ import MaidianPipeline
 ///
 /// Its state is rebuilt by re-reading its internal partition from `replayFrom`: the oldest partial of a
 /// window not yet written or still kept, and the latest progress message of each source partition.
+///
+/// Window sizes (`window`, `more_windows`): each partial names its size, and each size has its own pending and
+/// written keys (the keys of two sizes may be equal text: only the window start is in a key) and its own
+/// counts topic. The progress of the sources, and so what is written and what is late, is the same for all.
 final class WindowMerger: PartialMerger {
     /// A key's partials so far. The messages are kept as they came (the worker's copies of Kafka's bytes):
     /// their parts are read once, when the window is written.
@@ -41,15 +45,12 @@ final class WindowMerger: PartialMerger {
         var offset: Int64
     }
 
-    /// One internal partition's state; a class so that a message updates it in place.
-    final class State {
+    /// One window size's keys in one internal partition.
+    final class SizeState {
         var pending: [MessageKey: Pending] = [:]
         /// The keys in `pending` by their window end, so that what a watermark completes is found without
         /// walking every pending key.
         var keysByEnd: [Int64: [MessageKey]] = [:]
-        var progress: [Int32: Progress] = [:]
-        /// Windows ending at or before this are written: a partial for one of them is late.
-        var writtenUpTo: Int64 = .min
         /// Written keys of windows within `allowedLateness` of the watermark, for late partials.
         var written: [MessageKey: Pending] = [:]
         var writtenByEnd: [Int64: [MessageKey]] = [:]
@@ -58,19 +59,32 @@ final class WindowMerger: PartialMerger {
         var writtenEnds: [Int64] = []
         /// Written keys changed by late partials since they were last written.
         var dirty: Set<MessageKey> = []
+    }
+
+    /// One internal partition's state; a class so that a message updates it in place.
+    final class State {
+        /// Per window size (`WindowMerger.sizes` order).
+        let sizes: [SizeState]
+        var progress: [Int32: Progress] = [:]
+        /// Windows ending at or before this are written, whatever their size: a partial for one of them is late.
+        var writtenUpTo: Int64 = .min
         var lastLateFlush: ContinuousClock.Instant?
         /// Every source has sent its final progress (or the restored mark says so): later partials are copies.
         var ended = false
         /// The written-up-to mark restored at a takeover: windows up to it are rebuilt from re-read partials.
         var restoredUpTo: Int64 = .min
+
+        init(sizes: Int) { self.sizes = (0..<sizes).map { _ in SizeState() } }
     }
 
-    let countsTopic: String
+    /// Each size's tag (as its partials name it: 0 for the first size, else its length in ms) and counts topic.
+    let sizes: [(tag: Int64, countsTopic: String)]
     let allowedLateness: Int64
     let lateFlush: Duration
     var sourcePartitions: Int32 = 0
     private var states: [Int32: State] = [:]
-    private var topicIndex: Int32 = -1
+    /// Per size, its counts topic's index in the output.
+    private var topicIndexes: [Int32] = []
     private let logger: Logger
     let latePartials = StageCounter(name: "late_partials")
     let windowsWritten = StageCounter(name: "windows_written")
@@ -82,8 +96,15 @@ final class WindowMerger: PartialMerger {
     private var hashes: [UInt64] = []
     private var registers: [UInt8] = []
 
-    init(countsTopic: String, allowedLateness: Int64 = 24 * 3_600_000, lateFlush: Duration = .seconds(10), logger: Logger) {
-        self.countsTopic = countsTopic
+    /// A merger of one window size.
+    convenience init(countsTopic: String, allowedLateness: Int64 = 24 * 3_600_000, lateFlush: Duration = .seconds(10), logger: Logger) {
+        self.init(sizes: [(0, countsTopic)], allowedLateness: allowedLateness, lateFlush: lateFlush, logger: logger)
+    }
+
+    /// A merger of several window sizes: each size's tag and counts topic, the first size's tag 0.
+    init(sizes: [(tag: Int64, countsTopic: String)], allowedLateness: Int64 = 24 * 3_600_000, lateFlush: Duration = .seconds(10), logger: Logger) {
+        precondition(!sizes.isEmpty && sizes[0].tag == 0, "the first window size has tag 0")
+        self.sizes = sizes
         self.allowedLateness = allowedLateness
         self.lateFlush = lateFlush
         self.logger = logger
@@ -91,9 +112,17 @@ final class WindowMerger: PartialMerger {
 
     private func state(_ partition: Int32) -> State {
         if let st = states[partition] { return st }
-        let st = State()
+        let st = State(sizes: sizes.count)
         states[partition] = st
         return st
+    }
+
+    /// The index of the size a partial names; nil for a size the stage does not have (its configuration
+    /// changed: the partial is skipped).
+    @inline(__always)
+    private func sizeIndex(_ tag: Int64) -> Int? {
+        if tag == 0 { return 0 }
+        return sizes.firstIndex { $0.tag == tag }
     }
 
     func process(_ records: [InternalRecord], output: inout OutputBuffer) throws {
@@ -101,7 +130,7 @@ final class WindowMerger: PartialMerger {
         // record after re-read ones). Not the last: the records before it have no outputs of their own, so
         // their offsets could be committed before those outputs are delivered.
         var touched: [Int32: Int32] = [:]
-        if topicIndex < 0 { topicIndex = output.topicIndex(countsTopic) }
+        if topicIndexes.isEmpty { topicIndexes = sizes.map { output.topicIndex($0.countsTopic) } }
         var lastReplay: [Int32: Int32] = [:]
         // Per internal partition, the first record not re-read: changed written keys are written again as
         // its outputs (never as a re-read record's, whose outputs are not produced: the first run may have
@@ -132,6 +161,11 @@ final class WindowMerger: PartialMerger {
                 // rebuilt from a re-read alone (its earlier partials lie before the replay point) it would write
                 // that window again with part of its totals.
                 if st.ended { break }
+                guard let k = sizeIndex(p.size) else {
+                    logger.warning("skipping a partial of a window size the stage does not have (\(p.size) ms): \(String(decoding: r.key, as: UTF8.self))")
+                    break
+                }
+                let sz = st.sizes[k]
                 if p.windowEnd <= st.writtenUpTo {
                     // A re-read whole-window partial is kept only for a window written before the checkpoint (the
                     // re-read rebuilds it source by source). One written during the re-read holds its sources'
@@ -142,13 +176,13 @@ final class WindowMerger: PartialMerger {
                         // with the written window (a window past the allowed lateness is not kept any more).
                         if let wm = watermark(st), wm != .max, p.windowEnd < saturatingSub(wm, allowedLateness) { break }
                         let key = MessageKey(r.key)
-                        if st.written[key]?.replace(part) == nil {
-                            st.written[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
-                            st.keepWritten(key, end: p.windowEnd)
+                        if sz.written[key]?.replace(part) == nil {
+                            sz.written[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
+                            sz.keepWritten(key, end: p.windowEnd)
                         }
                         if p.lateOffset >= 0 {
                             latePartialsApplied.add()
-                            st.dirty.insert(key)
+                            sz.dirty.insert(key)
                         }
                         break
                     }
@@ -157,9 +191,9 @@ final class WindowMerger: PartialMerger {
                 } else {
                     let key = MessageKey(r.key)
                     // Replaced in place when the key is pending (nil: it is not).
-                    if st.pending[key]?.replace(part) == nil {
-                        st.pending[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
-                        st.keysByEnd[p.windowEnd, default: []].append(key)
+                    if sz.pending[key]?.replace(part) == nil {
+                        sz.pending[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
+                        sz.keysByEnd[p.windowEnd, default: []].append(key)
                     }
                 }
             case .progress(let source, let watermark, let idle):
@@ -173,7 +207,7 @@ final class WindowMerger: PartialMerger {
         }
         let now = ContinuousClock.now
         for (partition, index) in firstLive.sorted(by: { $0.key < $1.key }) {
-            guard let st = states[partition], !st.dirty.isEmpty else { continue }
+            guard let st = states[partition], st.sizes.contains(where: { !$0.dirty.isEmpty }) else { continue }
             // At the end of the input every change is written; else at most once per `late_flush`.
             let ended = watermark(st) == .max
             if !ended, let last = st.lastLateFlush, now - last < lateFlush { continue }
@@ -182,14 +216,16 @@ final class WindowMerger: PartialMerger {
         }
     }
 
-    /// Writes the written keys late partials changed again, with their new totals, in key order.
+    /// Writes the written keys late partials changed again, with their new totals, size by size in key order.
     private func rewriteDirty(_ st: State, record: Int32, output: inout OutputBuffer) {
-        let keys = st.dirty.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }
-        st.dirty.removeAll()
-        for key in keys {
-            guard let w = st.written[key] else { continue }
-            write(key: key.bytes, w, merge(w.parts), record: record, output: &output)
-            windowsRewritten.add()
+        for (k, sz) in st.sizes.enumerated() where !sz.dirty.isEmpty {
+            let keys = sz.dirty.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+            sz.dirty.removeAll()
+            for key in keys {
+                guard let w = sz.written[key] else { continue }
+                write(key: key.bytes, w, merge(w.parts), topic: topicIndexes[k], record: record, output: &output)
+                windowsRewritten.add()
+            }
         }
     }
 
@@ -216,28 +252,30 @@ final class WindowMerger: PartialMerger {
     private func writeReady(partition: Int32, record: Int32, output: inout OutputBuffer) {
         guard let st = states[partition], let wm = watermark(st) else { return }
         if wm > st.writtenUpTo { st.writtenUpTo = wm }
-        var ready: [MessageKey] = []
-        for end in st.keysByEnd.keys.filter({ $0 <= wm }) {
-            ready += st.keysByEnd.removeValue(forKey: end)!
-        }
-        expireWritten(st, watermark: wm)
-        guard !ready.isEmpty else { return }
-        ready.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
-        for key in ready {
-            let pending = st.pending.removeValue(forKey: key)!
-            let merged = merge(pending.parts)
-            write(key: key.bytes, pending, merged, record: record, output: &output)
-            // Kept for late partials while the window is within the allowed lateness.
-            if allowedLateness > 0 && wm != .max {
-                st.written[key] = retained(pending, merged)
-                st.keepWritten(key, end: pending.windowEnd)
+        for (k, sz) in st.sizes.enumerated() {
+            var ready: [MessageKey] = []
+            for end in sz.keysByEnd.keys.filter({ $0 <= wm }) {
+                ready += sz.keysByEnd.removeValue(forKey: end)!
+            }
+            expireWritten(sz, watermark: wm)
+            guard !ready.isEmpty else { continue }
+            ready.sort { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+            for key in ready {
+                let pending = sz.pending.removeValue(forKey: key)!
+                let merged = merge(pending.parts)
+                write(key: key.bytes, pending, merged, topic: topicIndexes[k], record: record, output: &output)
+                // Kept for late partials while the window is within the allowed lateness.
+                if allowedLateness > 0 && wm != .max {
+                    sz.written[key] = retained(pending, merged)
+                    sz.keepWritten(key, end: pending.windowEnd)
+                }
             }
         }
     }
 
     /// Forgets written windows further than `allowedLateness` behind the watermark (their late events are too
     /// late at every source).
-    private func expireWritten(_ st: State, watermark wm: Int64) {
+    private func expireWritten(_ st: SizeState, watermark wm: Int64) {
         let horizon = saturatingSub(wm, allowedLateness)
         var n = 0
         while n < st.writtenEnds.count && st.writtenEnds[n] < horizon { n += 1 }
@@ -250,7 +288,7 @@ final class WindowMerger: PartialMerger {
 
     /// Writes a key's record from `m`, its partials merged (`merge`): their counts added up, their users and
     /// durations merged.
-    private func write(key: [UInt8], _ pending: Pending, _ m: Merged, record: Int32, output: inout OutputBuffer) {
+    private func write(key: [UInt8], _ pending: Pending, _ m: Merged, topic: Int32, record: Int32, output: inout OutputBuffer) {
         let (count, sum, durations, dwell, users) = (m.count, m.sum, m.durations, m.dwell, m.users)
         let keyStart = output.begin()
         output.bytes.append(contentsOf: key)
@@ -271,7 +309,7 @@ final class WindowMerger: PartialMerger {
             JSONOut.appendInt(durations.percentile(0.9), to: &output.bytes)
         }
         output.bytes.append(0x7D)
-        output.finish(topic: topicIndex, record: record, keyStart: keyStart, valueStart: valueStart)
+        output.finish(topic: topic, record: record, keyStart: keyStart, valueStart: valueStart)
         windowsWritten.add()
     }
 
@@ -359,8 +397,10 @@ final class WindowMerger: PartialMerger {
     func replayFrom(partition: Int32) -> Int64? {
         guard let st = states[partition] else { return nil }
         var low = Int64.max
-        for p in st.pending.values { low = min(low, p.firstOffset) }
-        for p in st.written.values { low = min(low, p.firstOffset) }
+        for sz in st.sizes {
+            for p in sz.pending.values { low = min(low, p.firstOffset) }
+            for p in sz.written.values { low = min(low, p.firstOffset) }
+        }
         for p in st.progress.values { low = min(low, p.offset) }
         return low == .max ? nil : low
     }
@@ -371,7 +411,7 @@ final class WindowMerger: PartialMerger {
     }
 
     func restore(partition: Int32, writtenUpTo: Int64?) {
-        let st = State()
+        let st = State(sizes: sizes.count)
         if let writtenUpTo { st.writtenUpTo = writtenUpTo }
         st.restoredUpTo = st.writtenUpTo
         st.ended = writtenUpTo == .max
@@ -380,7 +420,7 @@ final class WindowMerger: PartialMerger {
 
     func isComplete(partition: Int32) -> Bool {
         guard let st = states[partition], sourcePartitions > 0 else { return false }
-        guard st.pending.isEmpty, st.dirty.isEmpty else { return false }
+        guard st.sizes.allSatisfy({ $0.pending.isEmpty && $0.dirty.isEmpty }) else { return false }
         for s in 0..<sourcePartitions {
             guard let p = st.progress[s], p.watermark == .max else { return false }
         }
@@ -392,7 +432,7 @@ final class WindowMerger: PartialMerger {
     }
 }
 
-extension WindowMerger.State {
+extension WindowMerger.SizeState {
     /// Notes that a written key of the window ending at `end` is kept.
     func keepWritten(_ key: MessageKey, end: Int64) {
         if writtenByEnd[end] == nil {

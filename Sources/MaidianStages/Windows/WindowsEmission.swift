@@ -28,20 +28,25 @@ extension WindowsStage {
         while let time = st.pending.topTime, time <= watermark {
             apply(st.pending.pop()!, st, record: record, output: &output)
         }
-        if !st.lateAggregates.isEmpty { flushLate(st, record: record, output: &output) }
-        let bucket = windowStart(of: watermark)
+        if st.hasLate { flushLate(st, record: record, output: &output) }
+        let bucket = alignedStart(watermark, every: Self.sweepEvery)
         if bucket > st.lastSweep {
             st.lastSweep = bucket
             // At the start of the watermark's window, not at the watermark itself: where the watermark stands
             // when a batch ends depends on batch boundaries, which differ when a partition is re-read after a
-            // failover; the window start does not, so the same visits time out at the same record.
+            // failover; the window start does not, so the same visits time out at the same record. Every minute
+            // whatever the window sizes: dwell records do not depend on them.
             sweep(st, watermark: bucket, record: record, output: &output)
         }
         closeWindows(st, upTo: watermark, record: record, output: &output)
-        if st.progressSent == .min || floorDiv(watermark, window) > floorDiv(st.progressSent, window) {
+        if st.progressSent == .min || floorDiv(watermark, progressEvery) > floorDiv(st.progressSent, progressEvery) {
             sendProgress(st, watermark, idle: false, record: record, output: &output)
         }
     }
+
+    /// How often (in watermark time) visits are swept for timeouts: the default window, so that the sweeps of
+    /// a one-minute pipeline stay where they were.
+    static let sweepEvery: Int64 = 60_000
 
     /// Times out visits the watermark has passed of installs silent for the timeout in collector time (an
     /// install that is still uploading may be sending its cached events: its own clock decides, in `apply`),
@@ -174,26 +179,21 @@ extension WindowsStage {
         guard let time, by.utf8CodeUnitCount == 5 || by.utf8CodeUnitCount == 7,
               by.utf8Start[0] == 0x6C || by.utf8Start[0] == 0x61 else { return }  // "leave" or "app_end"
         let duration = time &- v.enter
-        let windowStart = windowStart(of: time)
         // Users are counted by the closing event's distinct_id (as pv and click count theirs).
         let userHash = st.withID(start: idStart) { id in
             var h = Hash64()
             if let b = id.baseAddress { h.add(b.assumingMemoryBound(to: UInt8.self), id.count) }
             return h.value
         }
-        let late = saturatingAdd(windowStart, window) <= max(st.closedUpTo, st.recordWatermark)
-        for rule in ruleSetRules[Int(v.rules)] {
-            let tuple = AggregateTuple(metric: 2, rule: rule, dims: v.dims, content: -1, windowStart: windowStart)
-            if late {
-                countLate(st, tuple, offset: closer?.offset ?? -1, user: userHash, duration: duration)
-                continue
+        let closed = max(st.closedUpTo, st.recordWatermark)
+        let offset = closer?.offset ?? -1
+        // The visit is written once; its duration goes into the windows of every size.
+        for size in st.sizes {
+            let windowStart = size.windowStart(of: time)
+            for rule in ruleSetRules[Int(v.rules)] {
+                let tuple = AggregateTuple(metric: 2, rule: rule, dims: v.dims, content: -1, windowStart: windowStart)
+                add(size, st, tuple, closed: closed, offset: offset, user: userHash, duration: duration)
             }
-            var a = st.aggregate(tuple)
-            if a < 0 { a = aggregate(st, tuple) }
-            st.aggregates[Int(a)].count += 1
-            st.aggregates[Int(a)].users.insert(userHash)
-            st.aggregates[Int(a)].sum += duration
-            st.aggregates[Int(a)].durations.add(duration)
         }
     }
 
@@ -251,24 +251,26 @@ extension WindowsStage {
 
     /// Writes the partials of the windows ending at or before `end`, oldest first.
     private func closeWindows(_ st: PartitionWindows, upTo end: Int64, record: Int32, output: inout OutputBuffer) {
-        var closed = false
-        for e in st.windows.keys.sorted() where e <= end {
-            closeWindow(st, end: e, record: record, output: &output)
-            closed = true
+        for size in st.sizes {
+            var closed = false
+            for e in size.windows.keys.sorted() where e <= end {
+                closeWindow(st, size, end: e, record: record, output: &output)
+                closed = true
+            }
+            // Before any new aggregate can take a freed slot.
+            if closed { size.dropClosedTuples() }
         }
         if end > st.closedUpTo { st.closedUpTo = end }
-        // Before any new aggregate can take a freed slot.
-        if closed { st.dropClosedTuples(window: window) }
     }
 
     /// Writes the partials of one window of the partition to the internal topic and forgets them.
-    private func closeWindow(_ st: PartitionWindows, end: Int64, record: Int32, output: inout OutputBuffer) {
-        st.lastWindow = nil
-        guard let w = st.windows.removeValue(forKey: end) else { return }
+    private func closeWindow(_ st: PartitionWindows, _ size: SizeWindows, end: Int64, record: Int32, output: inout OutputBuffer) {
+        size.lastWindow = nil
+        guard let w = size.windows.removeValue(forKey: end) else { return }
         let keys = w.keys
         keys.withUnsafeBufferPointer { k in
             let base = k.baseAddress!
-            st.aggregates.withUnsafeMutableBufferPointer { aggs in
+            size.aggregates.withUnsafeMutableBufferPointer { aggs in
                 // Output in key order (keys are distinct within a window).
                 let sorted = w.list.sorted { x, y in
                     let a = aggs[Int(x)], b = aggs[Int(y)]
@@ -286,7 +288,7 @@ extension WindowsStage {
                     headBuffer.withUnsafeBytes { head in
                         let agg = aggs[Int(a)]
                         InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
-                                                      isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations,
+                                                      isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: size.tag,
                                                       into: &output.bytes) { agg.users.encode(into: &$0) }
                     }
                     let target = Int32(truncatingIfNeeded: stableHash(key) % UInt64(partialsPartitions))
@@ -296,13 +298,16 @@ extension WindowsStage {
                 }
             }
         }
-        st.freeAggregates.append(contentsOf: w.list)
+        size.freeAggregates.append(contentsOf: w.list)
     }
 
     /// Writes the batch's late contributions as late partials (one per key and record offset, in key order)
     /// and forgets them: the merger adds them to the windows it has written.
     func flushLate(_ st: PartitionWindows, record: Int32, output: inout OutputBuffer) {
-        guard !st.lateAggregates.isEmpty else { return }
+        for size in st.sizes where !size.lateAggregates.isEmpty { flushLate(st, size, record: record, output: &output) }
+    }
+
+    private func flushLate(_ part: PartitionWindows, _ st: SizeWindows, record: Int32, output: inout OutputBuffer) {
         st.lateKeys.withUnsafeBufferPointer { k in
             let base = k.baseAddress!
             let order = st.lateAggregates.indices.sorted { x, y in
@@ -321,8 +326,8 @@ extension WindowsStage {
                 output.bytes.append(contentsOf: key)
                 let valueStart = output.bytes.count
                 headBuffer.withUnsafeBytes { head in
-                    InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
-                                                  isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations,
+                    InternalMessage.encodePartial(sourcePartition: part.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
+                                                  isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: st.tag,
                                                   lateOffset: st.lateOffsets[i], into: &output.bytes) { agg.users.encode(into: &$0) }
                 }
                 let target = Int32(truncatingIfNeeded: stableHash(key) % UInt64(partialsPartitions))

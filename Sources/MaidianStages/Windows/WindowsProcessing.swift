@@ -314,10 +314,13 @@ extension WindowsStage {
         out.append(0x22)
     }
 
-    /// Adds the event to the window aggregate of each rule it matched.
+    /// Adds the event to the window aggregate of each rule it matched, in every size.
     @inline(__always)
     private func count(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, _ dims: Int32, _ userHash: UInt64, offset: Int64) {
-        let windowStart = windowStart(of: ev.time)
+        let first = st.first
+        let windowStart = first.windowStart(of: ev.time)
+        let closed = max(st.closedUpTo, st.recordWatermark)
+        let more = st.sizes.count > 1
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
             let hit = v.hits[h]
             let rule = BatchView.stringText(v.scratch, hit.id).withDecoded { ruleTexts.intern($0) }
@@ -325,29 +328,40 @@ extension WindowsStage {
             if hit.content.isPresent {
                 content = BatchView.stringText(hit.contentInScratch ? v.scratch : v.json, hit.content).withDecoded { contents.intern($0) }
             }
-            let tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
-            if saturatingAdd(windowStart, window) <= max(st.closedUpTo, st.recordWatermark) {
-                // Its window is written already: a late contribution (few events; a slower path).
-                countLate(st, tuple, offset: offset, user: userHash, duration: nil)
-                continue
+            var tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
+            add(first, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
+            // Further sizes (a loop only for pipelines that have them).
+            if more {
+                for size in st.sizes.dropFirst() {
+                    tuple.windowStart = size.windowStart(of: ev.time)
+                    add(size, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
+                }
             }
-            var a = st.aggregate(tuple)
-            if a < 0 { a = aggregate(st, tuple) }
-            st.aggregates[Int(a)].count += 1
-            st.aggregates[Int(a)].users.insert(userHash)
         }
     }
 
-    /// The start of the window holding `time` (saturated, never trapping, for any time).
+    /// Adds one contribution to its aggregate in `size`: to the open window, or as a late contribution when the
+    /// window was closed at or before `closed`.
     @inline(__always)
-    func windowStart(of time: Int64) -> Int64 {
-        let r = time % window
-        return saturatingSub(time, r < 0 ? r + window : r)
+    func add(_ size: SizeWindows, _ st: PartitionWindows, _ tuple: AggregateTuple, closed: Int64, offset: Int64, user: UInt64, duration: Int64?) {
+        if saturatingAdd(tuple.windowStart, size.window) <= closed {
+            // Its window is written already: a late contribution (few events; a slower path).
+            countLate(size, tuple, offset: offset, user: user, duration: duration)
+            return
+        }
+        var a = size.aggregate(tuple)
+        if a < 0 { a = aggregate(size, tuple) }
+        size.aggregates[Int(a)].count += 1
+        size.aggregates[Int(a)].users.insert(user)
+        if let duration {
+            size.aggregates[Int(a)].sum += duration
+            size.aggregates[Int(a)].durations.add(duration)
+        }
     }
 
     /// A contribution to a window the partition has closed: kept per (tuple, record offset) until the batch
     /// ends, then written as a late partial (`flushLate`).
-    func countLate(_ st: PartitionWindows, _ tuple: AggregateTuple, offset: Int64, user: UInt64, duration: Int64?) {
+    func countLate(_ st: SizeWindows, _ tuple: AggregateTuple, offset: Int64, user: UInt64, duration: Int64?) {
         let id = LateTuple(tuple: tuple, offset: offset)
         var a = st.lateTable[id] ?? -1
         if a < 0 {
@@ -360,7 +374,7 @@ extension WindowsStage {
                 st.lateKeys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keySuffix]))
             }
             a = Int32(st.lateAggregates.count)
-            st.lateAggregates.append(Aggregate(windowEnd: saturatingAdd(tuple.windowStart, window), isDwell: tuple.metric == 2, combo: c,
+            st.lateAggregates.append(Aggregate(windowEnd: saturatingAdd(tuple.windowStart, st.window), isDwell: tuple.metric == 2, combo: c,
                                                windowStart: tuple.windowStart, keyStart: Int32(keyStart),
                                                keyCount: Int32(st.lateKeys.count - keyStart)))
             st.lateOffsets.append(offset)
@@ -375,10 +389,10 @@ extension WindowsStage {
     }
 
     /// The aggregate of a tuple not seen yet in its window: the one of its text key, created when new.
-    func aggregate(_ st: PartitionWindows, _ tuple: AggregateTuple) -> Int32 {
+    func aggregate(_ st: SizeWindows, _ tuple: AggregateTuple) -> Int32 {
         let c = combo(tuple)
         let pieces = combos[Int(c)]
-        let end = saturatingAdd(tuple.windowStart, window)
+        let end = saturatingAdd(tuple.windowStart, st.window)
         let w = st.window(end: end)
         // The key goes to the window's arena; it stays there only for a new aggregate.
         let keyStart = w.keys.count
