@@ -142,19 +142,19 @@ public struct AddedProperty: Sendable {
 public struct Event: Sendable {
     public var record: Int32
     /// Position in the record's JSON array.
-    public var index: Int32
+    @usableFromInline var index: Int32
     /// The whole element in the JSON arena.
-    public var bytes: Span
+    @usableFromInline var bytes: Span
     public internal(set) var status: EventStatus
     public internal(set) var reason: DeadLetterReason
     public var type: EventType
     /// Raw string contents (no quotes) in the JSON arena.
-    public var typeName: Span
+    @usableFromInline var typeName: Span
     public var eventName: Span
-    public var eventNameEscaped: Bool
+    @usableFromInline var eventNameEscaped: Bool
     public var eventNameIsString: Bool
     public var distinctID: Span
-    public var distinctIDEscaped: Bool
+    @usableFromInline var distinctIDEscaped: Bool
     public var distinctIDKind: DistinctIDKind
     public var distinctIDLength: Int32
     /// Event time in ms; after calibration the calibrated time.
@@ -163,17 +163,17 @@ public struct Event: Sendable {
     public var clientTime: Int64
     public var timeKind: TimeKind
     /// The value of `time` in the JSON arena (for rewriting it).
-    public var timeValue: Span
+    @usableFromInline var timeValue: Span
     public var flushTime: Int64
     public var hasFlushTime: Bool
     public var trackID: Int64
     public var hasTrackID: Bool
-    public var calibrated: Bool
+    @usableFromInline var calibrated: Bool
     public var propertiesKind: PropertiesKind
     /// The whole `properties` object in the JSON arena.
-    public var properties: Span
+    @usableFromInline var properties: Span
     /// The event object's closing brace position (to add `properties` when it is missing).
-    public var closingBrace: Int32
+    @usableFromInline var closingBrace: Int32
     public var project: Span
     public var lib: Span
     /// Range of this event's entries in `EventBatch.properties`.
@@ -182,8 +182,8 @@ public struct Event: Sendable {
     /// Any property has a fix other than keep.
     public var hasFixes: Bool
     /// Added properties: head and tail of a list in `EventBatch.added`.
-    public var addedHead: Int32
-    public var addedTail: Int32
+    @usableFromInline var addedHead: Int32
+    @usableFromInline var addedTail: Int32
     /// Free for stages (for example late-event marking).
     public var flags: UInt32
     /// Which `KnownProperty` names the client sent (kept or not), one bit each: presence checks without a scan.
@@ -346,7 +346,7 @@ public struct EventBatch: Sendable {
     public var jsonCount = 0
     public var scratch: [UInt8] = []
     /// Dead-letter detail messages (rare: only built on failures).
-    public var details: [String] = []
+    var details: [String] = []
     /// Events marked `.dropped` / `.failed` through `drop(_:)` / `fail(_:reason:)` and by the decoder: the
     /// engine counts each stage's work from these without walking the events.
     public private(set) var droppedCount = 0
