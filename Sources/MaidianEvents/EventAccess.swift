@@ -101,8 +101,9 @@ extension EventBatch {
     /// Whether the client sent `known` in event `i`'s properties (kept or not): a bit test, no scan.
     @inlinable public func sent(_ i: Int, _ known: KnownProperty) -> Bool { events[i].known & known.bit != 0 }
 
-    /// Sets the event time of event `i` (calibration); the output writes it in place of the client's.
-    @inlinable public mutating func setTime(_ i: Int, _ t: Int64) {
+    /// Sets the event time of event `i` (calibration); the output writes it in place of the client's. Not
+    /// inlinable: the time's setter stays internal (only corrected events pay the call).
+    public mutating func setTime(_ i: Int, _ t: Int64) {
         events[i].time = t
         events[i].calibrated = true
     }
@@ -120,6 +121,18 @@ extension EventBatch {
         let ev = events[i]
         return Int(ev.firstHit) ..< Int(ev.firstHit + ev.hitCount)
     }
+
+    /// Records that the rules event `i` matched are `hits[r]` (the match stage, after appending them).
+    @inlinable public mutating func setHitRange(_ i: Int, _ r: Range<Int>) {
+        events[i].firstHit = Int32(truncatingIfNeeded: r.lowerBound)
+        events[i].hitCount = Int32(truncatingIfNeeded: r.count)
+    }
+
+    /// Whether some property of event `i` has a fix other than keep (then readers check `Property.fix`).
+    @inlinable public func hasFixes(_ i: Int) -> Bool { events[i].hasFixes }
+
+    /// Notes that a property of event `i` got a fix (validate), so later stages look at the fixes.
+    @inlinable public mutating func markFixed(_ i: Int) { events[i].hasFixes = true }
 
     // MARK: - properties
 

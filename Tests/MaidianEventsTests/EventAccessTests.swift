@@ -112,5 +112,15 @@ final class EventAccessTests: XCTestCase {
         XCTAssertTrue(b.propertyRange(1).isEmpty)
         XCTAssertTrue(b.sent(0, .model))
         XCTAssertFalse(b.sent(0, .manufacturer))
+        var m = b
+        XCTAssertFalse(m.hasFixes(0))
+        m.markFixed(0)
+        XCTAssertTrue(m.hasFixes(0))
+        XCTAssertFalse(m.hasFixes(1))
+        m.hits.append(MatchHit(id: .absent, metric: .pv))
+        m.hits.append(MatchHit(id: .absent, metric: .click))
+        m.setHitRange(1, 0 ..< 2)
+        XCTAssertEqual(m.hitRange(1), 0 ..< 2)
+        XCTAssertEqual(m.hitRange(0).count, 0)
     }
 }
