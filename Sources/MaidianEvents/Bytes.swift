@@ -46,16 +46,39 @@ public func withAppendedRegion<R>(
 /// writer and its one string escaper in `JSONOut`; `Base64`; `Hash64` and `HashTable64`; `TextSet` for
 /// sets of configured names; the batch's accessors in `EventAccess.swift`.
 public enum Bytes {
-    /// Whether the `n` bytes at `a` and at `b` are equal. A plain loop: the runs compared are short names
-    /// and ids, where a `memcmp` call costs more than it saves.
+    /// Whether the `n` bytes at `a` and at `b` are equal: whole words, then a byte loop for the tail, inline.
+    /// The runs compared are short names and ids, where a `memcmp` call costs more than it saves.
     @inlinable @inline(__always)
     public static func equal(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        let ra = UnsafeRawPointer(a), rb = UnsafeRawPointer(b)
         var i = 0
+        while i &+ 8 <= n {
+            if ra.loadUnaligned(fromByteOffset: i, as: UInt64.self) != rb.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+            i &+= 8
+        }
         while i < n {
             if a[i] != b[i] { return false }
             i &+= 1
         }
         return true
+    }
+
+    /// Whether the `n` bytes at `p` hold a backslash (a JSON string's content that must be decoded): a word
+    /// at a time.
+    @inlinable @inline(__always)
+    public static func hasBackslash(_ p: UnsafePointer<UInt8>, _ n: Int) -> Bool {
+        let raw = UnsafeRawPointer(p)
+        var i = 0
+        while i &+ 8 <= n {
+            let x = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self) ^ 0x5C5C_5C5C_5C5C_5C5C
+            if (x &- 0x0101_0101_0101_0101) & ~x & 0x8080_8080_8080_8080 != 0 { return true }
+            i &+= 8
+        }
+        while i < n {
+            if p[i] == 0x5C { return true }
+            i &+= 1
+        }
+        return false
     }
 
     /// Whether the bytes at `a` (at least `b.count` of them readable) equal `b`'s.

@@ -69,8 +69,41 @@ extension EventBatch {
     /// The event time of event `i` in ms (after calibration, the calibrated time).
     @inlinable public func time(_ i: Int) -> Int64 { events[i].time }
 
-    /// Sets the event time of event `i` (calibration); the output writes it in place of the client's.
-    @inlinable public mutating func setTime(_ i: Int, _ t: Int64) {
+    /// The `type` of event `i`.
+    @inlinable public func eventType(_ i: Int) -> EventType { events[i].type }
+
+    /// `_track_id` of event `i` when it sent an integer one.
+    @inlinable public func trackID(_ i: Int) -> Int64? {
+        let ev = events[i]
+        return ev.hasTrackID ? ev.trackID : nil
+    }
+
+    /// `Hash64` of event `i`'s raw `event` name (between the quotes, escapes as sent), as the decoder worked
+    /// it out; 0 when it is no string.
+    @inlinable public func eventNameHash(_ i: Int) -> UInt64 { events[i].eventNameHash }
+
+    /// `Hash64` of event `i`'s raw `distinct_id` (escapes as sent); 0 when it is no string.
+    @inlinable public func distinctIDHash(_ i: Int) -> UInt64 { events[i].distinctIDHash }
+
+    /// `Hash64` of event `i`'s decoded `anonymous_id` (its install, wire format §5); 0 when it sent none.
+    @inlinable public func anonymousIDHash(_ i: Int) -> UInt64 { events[i].anonymousIDHash }
+
+    /// Event `i`'s `lib` object as it sits in the JSON arena (braces included, not a string: read its bytes
+    /// with `withBytes`, which leaves them as they are); absent when the event has none.
+    @inlinable public func lib(_ i: Int) -> BatchText { BatchText(span: events[i].lib, arena: .json) }
+
+    /// The entries of event `i`'s `properties` (dropped ones included), as indices into `properties`.
+    @inlinable public func propertyRange(_ i: Int) -> Range<Int> {
+        let ev = events[i]
+        return Int(ev.firstProperty) ..< Int(ev.firstProperty &+ ev.propertyCount)
+    }
+
+    /// Whether the client sent `known` in event `i`'s properties (kept or not): a bit test, no scan.
+    @inlinable public func sent(_ i: Int, _ known: KnownProperty) -> Bool { events[i].known & known.bit != 0 }
+
+    /// Sets the event time of event `i` (calibration); the output writes it in place of the client's. Not
+    /// inlinable: the time's setter stays internal (only corrected events pay the call).
+    public mutating func setTime(_ i: Int, _ t: Int64) {
         events[i].time = t
         events[i].calibrated = true
     }
@@ -88,6 +121,18 @@ extension EventBatch {
         let ev = events[i]
         return Int(ev.firstHit) ..< Int(ev.firstHit + ev.hitCount)
     }
+
+    /// Records that the rules event `i` matched are `hits[r]` (the match stage, after appending them).
+    @inlinable public mutating func setHitRange(_ i: Int, _ r: Range<Int>) {
+        events[i].firstHit = Int32(truncatingIfNeeded: r.lowerBound)
+        events[i].hitCount = Int32(truncatingIfNeeded: r.count)
+    }
+
+    /// Whether some property of event `i` has a fix other than keep (then readers check `Property.fix`).
+    @inlinable public func hasFixes(_ i: Int) -> Bool { events[i].hasFixes }
+
+    /// Notes that a property of event `i` got a fix (validate), so later stages look at the fixes.
+    @inlinable public mutating func markFixed(_ i: Int) { events[i].hasFixes = true }
 
     // MARK: - properties
 

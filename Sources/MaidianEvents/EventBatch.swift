@@ -140,73 +140,73 @@ public struct AddedProperty: Sendable {
 
 /// One event of a batch: offsets into the batch's arenas and the fields stages need.
 public struct Event: Sendable {
-    public var record: Int32
+    public internal(set) var record: Int32
     /// Position in the record's JSON array.
-    public var index: Int32
+    @usableFromInline var index: Int32
     /// The whole element in the JSON arena.
-    public var bytes: Span
+    @usableFromInline var bytes: Span
     public internal(set) var status: EventStatus
     public internal(set) var reason: DeadLetterReason
-    public var type: EventType
+    public internal(set) var type: EventType
     /// Raw string contents (no quotes) in the JSON arena.
-    public var typeName: Span
-    public var eventName: Span
-    public var eventNameEscaped: Bool
-    public var eventNameIsString: Bool
-    public var distinctID: Span
-    public var distinctIDEscaped: Bool
-    public var distinctIDKind: DistinctIDKind
-    public var distinctIDLength: Int32
+    @usableFromInline var typeName: Span
+    public internal(set) var eventName: Span
+    @usableFromInline var eventNameEscaped: Bool
+    public internal(set) var eventNameIsString: Bool
+    public internal(set) var distinctID: Span
+    @usableFromInline var distinctIDEscaped: Bool
+    public internal(set) var distinctIDKind: DistinctIDKind
+    public internal(set) var distinctIDLength: Int32
     /// Event time in ms; after calibration the calibrated time.
-    public var time: Int64
+    public internal(set) var time: Int64
     /// `time` as the client sent it.
-    public var clientTime: Int64
-    public var timeKind: TimeKind
+    public internal(set) var clientTime: Int64
+    public internal(set) var timeKind: TimeKind
     /// The value of `time` in the JSON arena (for rewriting it).
-    public var timeValue: Span
-    public var flushTime: Int64
-    public var hasFlushTime: Bool
-    public var trackID: Int64
-    public var hasTrackID: Bool
-    public var calibrated: Bool
-    public var propertiesKind: PropertiesKind
+    @usableFromInline var timeValue: Span
+    public internal(set) var flushTime: Int64
+    public internal(set) var hasFlushTime: Bool
+    public internal(set) var trackID: Int64
+    public internal(set) var hasTrackID: Bool
+    @usableFromInline var calibrated: Bool
+    public internal(set) var propertiesKind: PropertiesKind
     /// The whole `properties` object in the JSON arena.
-    public var properties: Span
+    @usableFromInline var properties: Span
     /// The event object's closing brace position (to add `properties` when it is missing).
-    public var closingBrace: Int32
-    public var project: Span
-    public var lib: Span
+    @usableFromInline var closingBrace: Int32
+    public internal(set) var project: Span
+    public internal(set) var lib: Span
     /// Range of this event's entries in `EventBatch.properties`.
-    public var firstProperty: Int32
-    public var propertyCount: Int32
+    public internal(set) var firstProperty: Int32
+    public internal(set) var propertyCount: Int32
     /// Any property has a fix other than keep.
     public var hasFixes: Bool
     /// Added properties: head and tail of a list in `EventBatch.added`.
-    public var addedHead: Int32
-    public var addedTail: Int32
+    @usableFromInline var addedHead: Int32
+    @usableFromInline var addedTail: Int32
     /// Free for stages (for example late-event marking).
     public var flags: UInt32
     /// Which `KnownProperty` names the client sent (kept or not), one bit each: presence checks without a scan.
-    public var known: UInt64
+    public internal(set) var known: UInt64
     /// What the scanner saw that property fixes may need (`PropertyIssues` bits), so events without any
     /// skip the fix pass.
-    public var propertyIssues: UInt8
+    public internal(set) var propertyIssues: UInt8
     /// Longest string property value, decoded UTF-8 bytes.
-    public var longestString: Int32
+    public internal(set) var longestString: Int32
     /// The rules the event matched: `EventBatch.hits[firstHit ..< firstHit + hitCount]` (match stage).
     public var firstHit: Int32
     public var hitCount: Int32
     // Facts the decoder works out while the event's bytes are in the cache: stages read them instead of
     // going back to the (by then evicted) JSON arena.
     /// `event` is a string that, unescaped, is a valid name (wire format §2).
-    public var eventNameValid: Bool
+    public internal(set) var eventNameValid: Bool
     /// `Hash64` of the raw bytes of `distinct_id` and of `event` (between the quotes, escapes as sent); 0 when
     /// not a string.
-    public var distinctIDHash: UInt64
-    public var eventNameHash: UInt64
+    public internal(set) var distinctIDHash: UInt64
+    public internal(set) var eventNameHash: UInt64
     /// `Hash64` of the top-level `anonymous_id` (the install, wire format §5), decoded, when it is a non-empty
     /// string; else 0.
-    public var anonymousIDHash: UInt64
+    public internal(set) var anonymousIDHash: UInt64
 
     @inlinable public var isLive: Bool { status == .live }
 
@@ -346,7 +346,7 @@ public struct EventBatch: Sendable {
     public var jsonCount = 0
     public var scratch: [UInt8] = []
     /// Dead-letter detail messages (rare: only built on failures).
-    public var details: [String] = []
+    var details: [String] = []
     /// Events marked `.dropped` / `.failed` through `drop(_:)` / `fail(_:reason:)` and by the decoder: the
     /// engine counts each stage's work from these without walking the events.
     public private(set) var droppedCount = 0

@@ -5,16 +5,7 @@ import XCTest
 /// name and by their `KnownProperty` byte, typed additions, roles by event name.
 final class EventAccessTests: XCTestCase {
     /// A batch decoded from one record holding `events` (JSON objects).
-    func batch(_ events: [String]) -> EventBatch {
-        var batch = EventBatch()
-        let t = batch.topicIndex("raw")
-        let value = Array(("[" + events.joined(separator: ",") + "]").utf8)
-        value.withUnsafeBytes { v in
-            batch.appendRecord(topic: t, partition: 3, offset: 0, timestamp: 0, key: nil, value: v, ip: nil, receivedAt: nil, ua: nil, project: nil)
-        }
-        RecordDecoder().decodeAll(&batch)
-        return batch
-    }
+    func batch(_ events: [String]) -> EventBatch { decodedBatch(events, partition: 3) }
 
     func added(_ b: EventBatch, _ i: Int, _ name: String) -> String? {
         let n = Array(name.utf8)
@@ -97,5 +88,39 @@ final class EventAccessTests: XCTestCase {
         roles.click = ["MyScreen", ""]
         roles.pageLeave = []
         XCTAssertEqual(roles.problems().map(\.role), [.click, .click])
+    }
+
+    /// The accessors for the fields windows, match and the tools read (they replace reading `Event`'s storage).
+    func testFieldAccessorsAgreeWithTheDecodedEvent() {
+        let b = batch([
+            #"{"type":"track","event":"Ev","time":1763700000000,"_track_id":77,"distinct_id":"u1","anonymous_id":"dev","lib":{"$lib":"iOS"},"properties":{"$model":"m","x":1}}"#,
+            #"{"type":"profile_set","time":1763700000000,"distinct_id":"u2","properties":{}}"#,
+        ])
+        XCTAssertEqual(b.eventType(0), .track)
+        XCTAssertEqual(b.eventType(1), .profileSet)
+        XCTAssertEqual(b.trackID(0), 77)
+        XCTAssertNil(b.trackID(1))
+        XCTAssertEqual(b.eventNameHash(0), b.withBytes(of: b.eventName(0)) { $0.hash })
+        XCTAssertEqual(b.eventNameHash(1), 0, "no name")
+        XCTAssertEqual(b.distinctIDHash(1), b.withBytes(of: b.distinctID(1)) { $0.hash })
+        XCTAssertEqual(b.anonymousIDHash(0), "dev".withByteView { $0.hash })
+        XCTAssertEqual(b.anonymousIDHash(1), 0)
+        XCTAssertEqual(b.string(b.lib(0)), #"{"$lib":"iOS"}"#)
+        XCTAssertFalse(b.lib(1).isPresent)
+        XCTAssertEqual(b.propertyRange(0).count, 2)
+        XCTAssertEqual(b.propertyRange(0).first, b.propertyIndex(event: 0, .model))
+        XCTAssertTrue(b.propertyRange(1).isEmpty)
+        XCTAssertTrue(b.sent(0, .model))
+        XCTAssertFalse(b.sent(0, .manufacturer))
+        var m = b
+        XCTAssertFalse(m.hasFixes(0))
+        m.markFixed(0)
+        XCTAssertTrue(m.hasFixes(0))
+        XCTAssertFalse(m.hasFixes(1))
+        m.hits.append(MatchHit(id: .absent, metric: .pv))
+        m.hits.append(MatchHit(id: .absent, metric: .click))
+        m.setHitRange(1, 0 ..< 2)
+        XCTAssertEqual(m.hitRange(1), 0 ..< 2)
+        XCTAssertEqual(m.hitRange(0).count, 0)
     }
 }

@@ -43,26 +43,4 @@ final class AggregateUsersTests: XCTestCase {
         for h: UInt64 in [3, 5, 7] { want.appendLE(h) }
         XCTAssertEqual(encoded(users), want)
     }
-
-    func testBytesEqualAndBackslashOverWordsAndTails() {
-        let a = Array("abcdefghijklmnopq\\rs".utf8)
-        var b = a
-        a.withUnsafeBufferPointer { pa in
-            XCTAssertTrue(hasBackslash(pa.baseAddress!, pa.count))
-            XCTAssertFalse(hasBackslash(pa.baseAddress!, 17))
-            for n in 0...pa.count {
-                b.withUnsafeBufferPointer { pb in XCTAssertTrue(bytesEqual(pa.baseAddress!, pb.baseAddress!, n)) }
-            }
-        }
-        for k in [0, 7, 8, 15, 19] {
-            b = a
-            b[k] ^= 1
-            a.withUnsafeBufferPointer { pa in
-                b.withUnsafeBufferPointer { pb in
-                    XCTAssertFalse(bytesEqual(pa.baseAddress!, pb.baseAddress!, pa.count), "differs at \(k)")
-                    XCTAssertTrue(bytesEqual(pa.baseAddress!, pb.baseAddress!, k), "same before \(k)")
-                }
-            }
-        }
-    }
 }
