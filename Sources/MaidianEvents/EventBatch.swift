@@ -332,7 +332,8 @@ public struct InputRecord: Sendable {
 /// `json` (decompressed JSON, padded so the scanner can read 32 bytes past any record) and `scratch`
 /// (bytes written by stages: added properties, replacement values).
 public struct EventBatch: Sendable {
-    public var topics: [String] = []
+    /// Names of the records' topics (`InputRecord.topic` indexes it; `topicIndex` adds one).
+    var topics: [String] = []
     public var records: [InputRecord] = []
     public var events: [Event] = []
     public var properties: [Property] = []
