@@ -221,7 +221,7 @@ public final class LocationStage: Stage {
     }
 
     /// Hashes each live record's IP (into `recordHashes`) and reads what its look-up will read: the table's tag
-    /// and slot, then the entry and key they lead to. The cache does not stay in the processor's caches from one
+    /// and slot, then the entry, key and fragments they lead to. The cache does not stay in the processor's caches from one
     /// batch to the next (the other stages evict it), and a look-up waits for each of those misses in turn; here
     /// the reads of different records do not wait for one another, so their misses overlap (they were about
     /// four fifths of this stage's time).
@@ -241,6 +241,9 @@ public final class LocationStage: Stage {
             guard let found = table.get(h) else { continue }
             let e = entries[Int(found)]
             folded &+= UInt64(keys[Int(e.keyStart)]) &+ UInt64(e.epoch)
+            // The fragments `link` copies (both ends: they may straddle a cache line).
+            let total = Int(e.countryCount + e.provinceCount + e.cityCount)
+            if total > 0 { folded &+= UInt64(fragments[Int(e.fragStart)]) &+ UInt64(fragments[Int(e.fragStart) + total - 1]) }
         }
         touched = folded
     }
