@@ -46,6 +46,18 @@ public struct HashTable64: Sendable {
         }
     }
 
+    /// Reads the tag and the slot where a look-up of `key` starts, and returns them folded into one value
+    /// (callers keep it, so the reads are not optimized away). A loop of these over a batch's keys, before the
+    /// look-ups, has no read wait for another: their cache misses overlap, where the look-ups themselves,
+    /// interleaved with other work, would wait for one after another (a table bigger than the caches).
+    @inlinable @inline(__always)
+    public func touch(_ key: UInt64) -> UInt64 {
+        let i = Int(truncatingIfNeeded: key) & mask
+        return tags.withUnsafeBufferPointer { tg in
+            slots.withUnsafeBufferPointer { s in UInt64(tg[i]) &+ s[2 &* i &+ 1] }
+        }
+    }
+
     /// Sets `key` to `value`.
     @inlinable @inline(__always)
     public mutating func set(_ key: UInt64, _ value: Int64) {

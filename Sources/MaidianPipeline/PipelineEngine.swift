@@ -211,24 +211,48 @@ public final class PipelineEngine {
 
     /// Per partition of the batch: the last record's offset and the newest live event time.
     private func advanceClocks(_ batch: borrowing EventBatch) {
-        var last: [Int32: (Int64, Int64?)] = [:]
-        var first: [Int32: Int64] = [:]
-        for r in batch.records where r.status != .dropped {
-            if first[r.partition] == nil { first[r.partition] = r.offset }
-            var m = last[r.partition]?.1
-            if r.eventCount > 0 {
-                for e in Int(r.firstEvent)..<Int(r.firstEvent + r.eventCount) where batch.events[e].status == .live && batch.events[e].type.isTrack {
-                    let t = batch.events[e].time
-                    if m.map({ t > $0 }) ?? true { m = t }
+        // A batch holds a few partitions, its records in runs of one: a short list, looked up again only where
+        // the partition changes (two dictionaries per batch cost about 1% of the whole job before).
+        seen.removeAll(keepingCapacity: true)
+        var k = -1
+        batch.events.withUnsafeBufferPointer { evs in
+            for r in batch.records where r.status != .dropped {
+                if k < 0 || seen[k].partition != r.partition {
+                    k = seen.firstIndex { $0.partition == r.partition } ?? -1
+                    if k < 0 {
+                        seen.append(SeenPartition(partition: r.partition, first: r.offset, last: r.offset, newest: 0, hasNewest: false))
+                        k = seen.count - 1
+                    }
                 }
+                var newest = seen[k].newest, has = seen[k].hasNewest
+                if r.eventCount > 0 {
+                    for e in Int(r.firstEvent)..<Int(r.firstEvent + r.eventCount) where evs[e].status == .live && evs[e].type.isTrack {
+                        let t = evs[e].time
+                        if !has || t > newest { newest = t; has = true }
+                    }
+                }
+                seen[k].last = r.offset
+                seen[k].newest = newest
+                seen[k].hasNewest = has
             }
-            last[r.partition] = (r.offset, m)
         }
-        for (p, (offset, m)) in last {
-            if clocks[p] == nil { clocks[p] = PartitionClock(start: ReplayPoint(offset: first[p]!, maxEventTime: nil)) }
-            clocks[p]!.advance(lastOffset: offset, batchMax: m)
+        for c in seen {
+            if clocks[c.partition] == nil { clocks[c.partition] = PartitionClock(start: ReplayPoint(offset: c.first, maxEventTime: nil)) }
+            clocks[c.partition]!.advance(lastOffset: c.last, batchMax: c.hasNewest ? c.newest : nil)
         }
     }
+
+    /// A source partition of one batch (`advanceClocks`): its first and last record's offsets, its newest live
+    /// event time.
+    private struct SeenPartition {
+        var partition: Int32
+        var first: Int64
+        var last: Int64
+        var newest: Int64
+        var hasNewest: Bool
+    }
+    /// Reused by `advanceClocks`.
+    private var seen: [SeenPartition] = []
 
     /// What to commit beside offset `next` of a source partition: where re-reading must start to rebuild
     /// the stages' state. Nil when no stage keeps state or the partition was not read.

@@ -2,8 +2,8 @@ import XCTest
 @testable import MaidianEvents
 
 final class HashTable64Tests: XCTestCase {
-    /// Random operations against a Dictionary: through growth, removal of everything, and keys whose tags
-    /// (top bits) or home slots (low bits) coincide.
+    /// Random operations against a Dictionary (warming reads among them): through growth, removal of
+    /// everything, and keys whose tags (top bits) or home slots (low bits) coincide.
     func testMatchesDictionary() {
         var table = HashTable64(capacity: 4)
         var reference: [UInt64: Int64] = [:]
@@ -21,7 +21,12 @@ final class HashTable64Tests: XCTestCase {
             default: break
             }
             let value = Int64(bitPattern: next())
-            switch next() % 3 {
+            switch next() % 4 {
+            case 3:
+                // A warming read (`touch`) of present and absent keys changes nothing.
+                _ = table.touch(key)
+                _ = table.touch(next())
+                XCTAssertEqual(table.get(key), reference[key])
             case 0:
                 XCTAssertEqual(table.getOrInsert(key, value), reference[key])
                 if reference[key] == nil { reference[key] = value }
