@@ -155,6 +155,8 @@ private final class State: RebalanceHost {
     let stopCommitWait: Duration
     /// Records produced per output topic index since the last `reportBatch` (for metrics).
     var producedSinceReport: [Int] = []
+    /// Where the loop's time went, logged when the worker stops.
+    var profile = LoopProfile()
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
@@ -278,7 +280,8 @@ private final class State: RebalanceHost {
                 rest.moveRecords(from: 0, to: &batch)
                 rest.reset()
             } else {
-                _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
+                let pollStart = ContinuousClock.now
+                let got = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
                     if msg.topic == sourceTopic {
                         if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { sourceBook.reachedEnd.insert(msg.partition); return }
                         batch.appendRecord(
@@ -291,6 +294,9 @@ private final class State: RebalanceHost {
                             partition: msg.partition, offset: msg.offset, key: Array(msg.key), value: Array(msg.value), index: 0))
                     }
                 }
+                profile.add(.poll, since: pollStart)
+                // Before the first assignment every poll is empty (the group's first join waits 3 s on the mock).
+                if got == 0 && rebalances.hadAssignment { profile.emptyPoll(took: ContinuousClock.now - pollStart) }
             }
             try checkFrozen(since: iterationStart)
             let polled = ContinuousClock.now
@@ -324,16 +330,22 @@ private final class State: RebalanceHost {
                 rememberMergerPoints()
             }
             if !rebalances.awaitingAssignment { repartitioning?.tick(held: rebalances.heldSource, output: &output) }
+            var phaseStart = profile.add(.stages, since: polled)
             try checkFrozen(since: iterationStart)
             try produceOutputs()
             if !batch.records.isEmpty || !internalRecords.isEmpty { reportBatch(since: polled) }
+            phaseStart = profile.add(.produce, since: phaseStart)
             _ = producer.poll(timeout: .zero)
+            phaseStart = profile.add(.deliveries, since: phaseStart)
             try checkFailure()
             storeOffsets()
             if let failure = rebalances.failure { throw failure }
             // No commits between a revocation and the next assignment: librdkafka completes the unassign
             // (and rejoins) only once no commit is outstanding.
-            if !rebalances.awaitingAssignment && committer.isDue { committer.commit(final: false) }
+            if !rebalances.awaitingAssignment && committer.isDue {
+                committer.commit(final: false)
+                profile.add(.commits, since: phaseStart)
+            }
             let heldSource = rebalances.heldSource
             if options.untilEnd && rebalances.hadAssignment && !rebalances.awaitingAssignment
                 && heldSource.allSatisfy({ sourceBook.reachedEnd.contains($0) }) {
@@ -355,6 +367,7 @@ private final class State: RebalanceHost {
                 // A group rebalancing right now refuses commits: keep polling (which rejoins and commits
                 // in the assignment handler) rather than leave progress uncommitted.
                 if committer.commit(final: true) {
+                    logger.info("bounded run done: every held partition merged, delivered and committed")
                     finished = true
                     break
                 }
@@ -364,6 +377,7 @@ private final class State: RebalanceHost {
         try drain()
         if !finished && !committer.commit(final: true) { try awaitCommitAfterRebalance() }
         try consumer.close()
+        logger.info("loop profile: \(profile.summary)")
         logger.notice("worker stopped; what each stage did:")
         for line in engine.summaryLines() { logger.notice("  \(line)") }
         if let merger = repartitioning?.merger {
@@ -577,6 +591,8 @@ private final class State: RebalanceHost {
 
     /// Delivers everything in flight and stores the offsets it covers.
     func drain() throws {
+        let start = ContinuousClock.now
+        defer { profile.add(.flush, since: start) }
         do {
             try producer.flush(timeout: options.flushTimeout)
             // Outputs refused during the flush are dead-lettered, and those dead letters delivered too.
