@@ -149,8 +149,13 @@ private final class State: RebalanceHost {
     /// The stage that repartitions through an internal topic, and that topic.
     let repartitioning: (any Repartitioning)?
     let internalTopic: String?
-    /// State was written out at the end of a bounded run (and nothing was read since).
+    /// State was written out at the end of a bounded run, for these held source partitions, and no source
+    /// record was read since. Partials read after it do not undo it: they change the merger's state, not the
+    /// windows stage's, and finishing again would send every final progress message again (one per source
+    /// and internal partition), which comes back as more partials: a loop that kept bounded runs busy for
+    /// seconds after their end.
     var finishedState = false
+    var finishedHeld: [Int32] = []
     /// How long a stopping worker keeps polling for a rebalance to end so that it can commit.
     let stopCommitWait: Duration
     /// Records produced per output topic index since the last `reportBatch` (for metrics).
@@ -318,7 +323,7 @@ private final class State: RebalanceHost {
                 }
             }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
-                finishedState = false
+                if !batch.records.isEmpty { finishedState = false }
                 if let hook = options.hook, let hookContext { hook.willProcess(records: batch.records.count + internalRecords.count, worker: hookContext) }
                 if !batch.records.isEmpty { try engine.process(&batch, output: &output, rest: &rest) }
                 if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
@@ -349,7 +354,7 @@ private final class State: RebalanceHost {
             let heldSource = rebalances.heldSource
             if options.untilEnd && rebalances.hadAssignment && !rebalances.awaitingAssignment
                 && heldSource.allSatisfy({ sourceBook.reachedEnd.contains($0) }) {
-                if !finishedState {
+                if !finishedState || finishedHeld != heldSource {
                     logger.info("reached the end offsets of all \(heldSource.count) held source partitions")
                     batch.reset()
                     output.reset()
@@ -359,6 +364,7 @@ private final class State: RebalanceHost {
                     try produceOutputs()
                     reportBatch(since: ContinuousClock.now)
                     finishedState = true
+                    finishedHeld = heldSource
                 }
                 if let merger = repartitioning?.merger, !partialsBook.held.allSatisfy({ merger.isComplete(partition: $0) }) {
                     continue  // windows of other workers' partitions are still coming
