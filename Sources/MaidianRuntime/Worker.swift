@@ -182,7 +182,12 @@ private final class State: RebalanceHost {
             // rebalance sooner and rejoin well within the group's join wait (session minus 1 s on the mock),
             // instead of being left out of the new generation and losing their partitions.
             "heartbeat.interval.ms": String(max(100, spec.source.sessionTimeout.milliseconds / 5)),
-            "queued.min.messages": "20000",
+            // librdkafka compares queued.min.messages (and .kbytes) with the whole consumer queue, not one
+            // partition's (the partitions' queues forward into it), and 2.0.2 stops fetching for up to a
+            // second once it is reached. At 20,000 a worker emptied the queue in a fraction of that second
+            // and then waited: most of a run through a broker was empty polls. 200,000 small records (about
+            // 1.5 s of work) outlast the stall; the kbytes bound (64 MiB) still caps big records.
+            "queued.min.messages": "200000",
             "queued.max.messages.kbytes": "65536",
             "fetch.max.bytes": "16777216",
             // Offsets are committed explicitly from what was delivered (see `Committer`).
