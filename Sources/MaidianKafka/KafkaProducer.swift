@@ -46,7 +46,7 @@ public final class KafkaProducer {
         // input size, so level 3 sets up and clears 768 KiB of tables per set): small sets made that the
         // bigger part of a worker's producer CPU. Level 1 (about 48 KiB of tables, ratio within a few percent on
         // JSON) and 50 ms of lingering (sets of hundreds of records per partition instead of tens) cut the
-        // worker's CPU through a broker by a third (bench/README.md, "Through a broker").
+        // worker's CPU through a broker by a third (bench/README.md, "Where a worker waited").
         "compression.level": "1",
         "linger.ms": "50",
         "partitioner": "murmur2_random",
