@@ -3,9 +3,12 @@
 
 Starts an embedded broker (`maidian broker`, librdkafka's mock cluster in its own process), loads a
 recording into the raw topic, then starts N `maidian run --until-end` workers of one consumer group
-and times them from the first partition assignment to the moment every worker has reached the end
-offsets. It reports events per second over that span, and the CPU seconds of the workers and of the
-broker separately (a worker that waits shows as CPU seconds well below the span).
+and times them from the first partition assignment to the moment every worker is done: its source
+partitions read to the end offsets, the windows merged through the internal topic, everything delivered
+and committed ("bounded run done"). It reports events per second over that span, the CPU seconds of the
+workers and of the broker separately (a worker that waits shows as CPU seconds well below the span), and
+each worker's loop profile: seconds and calls per phase (poll, stages, produce, deliveries, commits, flush)
+and the polls after assignment that returned nothing, i.e. what it waited on.
 
     swift build -c release
     bench/through_broker.py RECORDING [--workers N] [--partitions 32] [--pipeline pipelines/app-analytics.yaml]
@@ -14,6 +17,7 @@ The event count is taken from `maidian bench --json` over the same recording (th
 "events" as `maidian bench`), so the figure compares directly with the offline one.
 """
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -49,6 +53,8 @@ class Worker:
         self.assigned_at = None
         self.done_at = None
         self.lines = []
+        self.profile = None
+        self.saw_done_line = False
         self.proc = subprocess.Popen(
             [binary, "run", pipeline, "--until-end", "--log-level", "info"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -61,8 +67,13 @@ class Worker:
             self.lines.append(line.rstrip("\n"))
             if self.assigned_at is None and "assigned partitions" in line and "[]" not in line:
                 self.assigned_at = now
-            if "reached the end offsets" in line:
+            # Done: merged, delivered and committed; binaries before that line logged "reached the end
+            # offsets" until their merge was complete, so the last such line is their end.
+            if "bounded run done" in line or ("reached the end offsets" in line and not self.saw_done_line):
+                self.saw_done_line = "bounded run done" in line
                 self.done_at = now
+            if "loop profile:" in line:
+                self.profile = line.split("loop profile:", 1)[1].strip()
 
     def wait(self, timeout):
         pid, status, usage = os.wait4(self.proc.pid, 0)
@@ -75,6 +86,20 @@ class Worker:
         return usage.ru_utime + usage.ru_stime
 
 
+def enriched_records(bootstrap):
+    """Records in events.enriched and how many of them repeat an earlier one byte for byte (an event
+    processed twice, e.g. re-read after a rebalance, gives the same record: the stages are deterministic)."""
+    kcat = subprocess.Popen(["kcat", "-C", "-b", bootstrap, "-t", "events.enriched", "-o", "beginning", "-e", "-q",
+                             "-f", "%s\\n"], stdout=subprocess.PIPE)
+    seen = set()
+    total = 0
+    for line in kcat.stdout:
+        total += 1
+        seen.add(hashlib.blake2b(line, digest_size=16).digest())
+    kcat.wait()
+    return {"records": total, "duplicates": total - len(seen)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("recording")
@@ -84,6 +109,10 @@ def main():
     ap.add_argument("--bin", default=None, help="the maidian binary (default: the release build)")
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    ap.add_argument("--busy", type=int, default=0,
+                    help="processes that keep a core busy each while the workers run (a loaded machine)")
+    ap.add_argument("--duplicates", action="store_true",
+                    help="after the run, read events.enriched (kcat) and count records written more than once")
     args = ap.parse_args()
     binary = args.bin or release_bin()
     recording = os.path.abspath(args.recording)
@@ -112,9 +141,17 @@ def main():
             subprocess.run([binary, "produce", recording, "--brokers", bootstrap, "--topic", "events.raw",
                             "--log-level", "warning"], cwd=ROOT, env=env, check=True)
             broker_cpu_before = proc_cpu_seconds(broker.pid)
-            workers = [Worker(binary, args.pipeline, env, i) for i in range(args.workers)]
-            cpu = [w.wait(args.timeout) for w in workers]
+            busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+            try:
+                workers = [Worker(binary, args.pipeline, env, i) for i in range(args.workers)]
+                cpu = [w.wait(args.timeout) for w in workers]
+            finally:
+                for b in busy:
+                    b.kill()
+                    b.wait()
             broker_cpu = proc_cpu_seconds(broker.pid) - broker_cpu_before
+            if args.duplicates:
+                enriched = enriched_records(bootstrap)
         finally:
             broker.terminate()
             broker.wait()
@@ -138,7 +175,14 @@ def main():
         "worker_peak_rss_mib": [round(w.peak_rss_kb / 1024) for w in workers],
         "offline_events_per_cpu_second": json.loads(bench.stdout).get("events_per_cpu_s"),
         "failed_workers": len(failed),
+        # Per worker: seconds/calls per phase of its loop (poll, stages, produce, deliveries, commits, flush)
+        # and the polls that returned nothing: what the worker waited on.
+        "loop_profiles": [w.profile for w in workers],
+        "busy_processes": args.busy,
     }
+    if args.duplicates:
+        result["enriched_records"] = enriched["records"]
+        result["enriched_duplicates"] = enriched["duplicates"]
     if args.json:
         print(json.dumps(result))
     else:
@@ -148,6 +192,11 @@ def main():
               f"({result['events_per_worker_cpu_second']} events per CPU second, peak RSS {result['worker_peak_rss_mib']} MiB), "
               f"broker CPU {broker_cpu:.2f} s; "
               f"offline (maidian bench): {result['offline_events_per_cpu_second']} events per CPU second")
+        for w in workers:
+            print(f"  worker {w.index} loop: {w.profile or '(no profile logged)'}")
+        if args.duplicates:
+            share = enriched["duplicates"] / max(1, enriched["records"])
+            print(f"  events.enriched: {enriched['records']} records, {enriched['duplicates']} duplicates ({share:.2%})")
     sys.exit(1 if failed else 0)
 
 

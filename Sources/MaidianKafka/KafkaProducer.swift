@@ -42,7 +42,13 @@ public final class KafkaProducer {
         "enable.idempotence": "true",
         "acks": "all",
         "compression.type": "zstd",
-        "linger.ms": "5",
+        // librdkafka compresses each message set with a fresh context (Debian's 2.0.2 does not pass zstd the
+        // input size, so level 3 sets up and clears 768 KiB of tables per set): small sets made that the
+        // bigger part of a worker's producer CPU. Level 1 (about 48 KiB of tables, ratio within a few percent on
+        // JSON) and 50 ms of lingering (sets of hundreds of records per partition instead of tens) cut the
+        // worker's CPU through a broker by a third (bench/README.md, "Where a worker waited").
+        "compression.level": "1",
+        "linger.ms": "50",
         "partitioner": "murmur2_random",
         "queue.buffering.max.messages": "500000",
         // 256 MiB: part of a worker's memory ceiling (docs/hostile-input.md); a full queue only makes a

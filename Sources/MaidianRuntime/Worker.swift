@@ -149,12 +149,19 @@ private final class State: RebalanceHost {
     /// The stage that repartitions through an internal topic, and that topic.
     let repartitioning: (any Repartitioning)?
     let internalTopic: String?
-    /// State was written out at the end of a bounded run (and nothing was read since).
+    /// State was written out at the end of a bounded run, for these held source partitions, and no source
+    /// record was read since. Partials read after it do not undo it: they change the merger's state, not the
+    /// windows stage's, and finishing again would send every final progress message again (one per source
+    /// and internal partition), which comes back as more partials: a loop that kept bounded runs busy for
+    /// seconds after their end.
     var finishedState = false
+    var finishedHeld: [Int32] = []
     /// How long a stopping worker keeps polling for a rebalance to end so that it can commit.
     let stopCommitWait: Duration
     /// Records produced per output topic index since the last `reportBatch` (for metrics).
     var producedSinceReport: [Int] = []
+    /// Where the loop's time went, logged when the worker stops.
+    var profile = LoopProfile()
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
@@ -175,8 +182,18 @@ private final class State: RebalanceHost {
             // rebalance sooner and rejoin well within the group's join wait (session minus 1 s on the mock),
             // instead of being left out of the new generation and losing their partitions.
             "heartbeat.interval.ms": String(max(100, spec.source.sessionTimeout.milliseconds / 5)),
-            "queued.min.messages": "20000",
+            // librdkafka compares queued.min.messages (and .kbytes) with the whole consumer queue, not one
+            // partition's (the partitions' queues forward into it), and 2.0.2 stops fetching for up to a
+            // second once it is reached. At 20,000 a worker emptied the queue in a fraction of that second
+            // and then waited: most of a run through a broker was empty polls. 200,000 small records (about
+            // 1.5 s of work) outlast the stall; the kbytes bound (64 MiB) still caps big records.
+            "queued.min.messages": "200000",
             "queued.max.messages.kbytes": "65536",
+            // A fetch that finds nothing waits this long before it answers (500 ms by default), and the mock
+            // does not cut the wait short when data arrives meanwhile: at the end of a bounded run the last
+            // partials waited out such fetches (0.7 s of empty polls per run, 0.3 s at 100). On a real broker
+            // the cost is an idle worker's empty fetches, ten a second per broker instead of two.
+            "fetch.wait.max.ms": "100",
             "fetch.max.bytes": "16777216",
             // Offsets are committed explicitly from what was delivered (see `Committer`).
             "enable.auto.commit": "false",
@@ -278,7 +295,8 @@ private final class State: RebalanceHost {
                 rest.moveRecords(from: 0, to: &batch)
                 rest.reset()
             } else {
-                _ = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
+                let pollStart = ContinuousClock.now
+                let got = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
                     if msg.topic == sourceTopic {
                         if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { sourceBook.reachedEnd.insert(msg.partition); return }
                         batch.appendRecord(
@@ -291,6 +309,9 @@ private final class State: RebalanceHost {
                             partition: msg.partition, offset: msg.offset, key: Array(msg.key), value: Array(msg.value), index: 0))
                     }
                 }
+                profile.add(.poll, since: pollStart)
+                // Before the first assignment every poll is empty (the group's first join waits 3 s on the mock).
+                if got == 0 && rebalances.hadAssignment { profile.emptyPoll(took: ContinuousClock.now - pollStart) }
             }
             try checkFrozen(since: iterationStart)
             let polled = ContinuousClock.now
@@ -312,7 +333,7 @@ private final class State: RebalanceHost {
                 }
             }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
-                finishedState = false
+                if !batch.records.isEmpty { finishedState = false }
                 if let hook = options.hook, let hookContext { hook.willProcess(records: batch.records.count + internalRecords.count, worker: hookContext) }
                 if !batch.records.isEmpty { try engine.process(&batch, output: &output, rest: &rest) }
                 if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
@@ -324,20 +345,26 @@ private final class State: RebalanceHost {
                 rememberMergerPoints()
             }
             if !rebalances.awaitingAssignment { repartitioning?.tick(held: rebalances.heldSource, output: &output) }
+            var phaseStart = profile.add(.stages, since: polled)
             try checkFrozen(since: iterationStart)
             try produceOutputs()
             if !batch.records.isEmpty || !internalRecords.isEmpty { reportBatch(since: polled) }
+            phaseStart = profile.add(.produce, since: phaseStart)
             _ = producer.poll(timeout: .zero)
+            phaseStart = profile.add(.deliveries, since: phaseStart)
             try checkFailure()
             storeOffsets()
             if let failure = rebalances.failure { throw failure }
             // No commits between a revocation and the next assignment: librdkafka completes the unassign
             // (and rejoins) only once no commit is outstanding.
-            if !rebalances.awaitingAssignment && committer.isDue { committer.commit(final: false) }
+            if !rebalances.awaitingAssignment && committer.isDue {
+                committer.commit(final: false)
+                profile.add(.commits, since: phaseStart)
+            }
             let heldSource = rebalances.heldSource
             if options.untilEnd && rebalances.hadAssignment && !rebalances.awaitingAssignment
                 && heldSource.allSatisfy({ sourceBook.reachedEnd.contains($0) }) {
-                if !finishedState {
+                if !finishedState || finishedHeld != heldSource {
                     logger.info("reached the end offsets of all \(heldSource.count) held source partitions")
                     batch.reset()
                     output.reset()
@@ -347,6 +374,7 @@ private final class State: RebalanceHost {
                     try produceOutputs()
                     reportBatch(since: ContinuousClock.now)
                     finishedState = true
+                    finishedHeld = heldSource
                 }
                 if let merger = repartitioning?.merger, !partialsBook.held.allSatisfy({ merger.isComplete(partition: $0) }) {
                     continue  // windows of other workers' partitions are still coming
@@ -355,6 +383,7 @@ private final class State: RebalanceHost {
                 // A group rebalancing right now refuses commits: keep polling (which rejoins and commits
                 // in the assignment handler) rather than leave progress uncommitted.
                 if committer.commit(final: true) {
+                    logger.info("bounded run done: every held partition merged, delivered and committed")
                     finished = true
                     break
                 }
@@ -364,6 +393,7 @@ private final class State: RebalanceHost {
         try drain()
         if !finished && !committer.commit(final: true) { try awaitCommitAfterRebalance() }
         try consumer.close()
+        logger.info("loop profile: \(profile.summary)")
         logger.notice("worker stopped; what each stage did:")
         for line in engine.summaryLines() { logger.notice("  \(line)") }
         if let merger = repartitioning?.merger {
@@ -577,6 +607,8 @@ private final class State: RebalanceHost {
 
     /// Delivers everything in flight and stores the offsets it covers.
     func drain() throws {
+        let start = ContinuousClock.now
+        defer { profile.add(.flush, since: start) }
         do {
             try producer.flush(timeout: options.flushTimeout)
             // Outputs refused during the flush are dead-lettered, and those dead letters delivered too.
