@@ -51,8 +51,8 @@ public final class MatchCache {
     /// Lays out one field of the key at `key + n`: 4 bytes of length (`UInt32.max` when absent), then the bytes.
     /// False when the key would be longer than `longestKey`.
     @inline(__always)
-    private static func put(_ t: RawText, _ key: UnsafeMutablePointer<UInt8>, _ n: inout Int) -> Bool {
-        guard let p = t.base else {
+    private static func put(_ t: ByteView, _ key: UnsafeMutablePointer<UInt8>, _ n: inout Int) -> Bool {
+        guard let p = t.start else {
             guard n + 4 <= longestKey else { return false }
             UnsafeMutableRawPointer(key + n).storeBytes(of: UInt32.max, as: UInt32.self)
             n += 4
@@ -121,7 +121,7 @@ public final class MatchCache {
             return
         }
         // `lib` is read only for an event without `$app_version`.
-        let lib = f.appVersion.isPresent ? RawText.absent : f.lib
+        let lib = f.appVersion.isPresent ? ByteView.absent : f.lib
         var n = 1
         key[0] = role.rawValue
         let key = self.key

@@ -14,13 +14,13 @@ final class MatchCacheTests: XCTestCase {
     """
 
     /// Matches `fields` (nil: absent) through `cache` and directly; returns the hits' ids.
-    func hits(_ cache: MatchCache, _ role: EventRole, _ fields: [WritableKeyPath<RawFacts, RawText>: String?]) -> [String] {
+    func hits(_ cache: MatchCache, _ role: EventRole, _ fields: [WritableKeyPath<RawFacts, ByteView>: String?]) -> [String] {
         var storage: [[UInt8]] = fields.values.map { Array(($0 ?? "").utf8) + [0] }
         var direct: [Int] = [], cached: [Int] = [], buffer: [UInt8] = []
         return storage.withUnsafeMutableBufferPointer { s -> [String] in
             var f = RawFacts()
             for (n, (path, value)) in fields.enumerated() where value != nil {
-                f[keyPath: path] = s[n].withUnsafeBufferPointer { RawText($0.baseAddress!, $0.count - 1) }
+                f[keyPath: path] = s[n].withUnsafeBufferPointer { ByteView($0.baseAddress!, $0.count - 1) }
             }
             cache.matcher.matchRaw(role: role, facts: f, into: &direct, buffer: &buffer)
             cache.match(role: role, facts: f, into: &cached, buffer: &buffer)
