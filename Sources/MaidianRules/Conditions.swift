@@ -481,7 +481,7 @@ extension RuleMatcher {
         scratch.regexSlot[s] = Int32(slot)
         let same = scratch.regexCache[slot].hash == hash && scratch.regexCache[slot].text.count == count
             && scratch.values.withUnsafeBufferPointer { v in
-                scratch.regexCache[slot].text.withUnsafeBufferPointer { bytesEqual(($0.baseAddress ?? emptyBytes), (v.baseAddress ?? emptyBytes) + start, count) }
+                scratch.regexCache[slot].text.withUnsafeBufferPointer { Bytes.equal(($0.baseAddress ?? emptyBytes), (v.baseAddress ?? emptyBytes) + start, count) }
             }
         if same { return }
         var bits = scratch.regexCache[slot].bits
@@ -541,7 +541,7 @@ extension RuleMatcher {
             index.valueBytes.withUnsafeBufferPointer { bytes in
                 for n in Int(t.values.lowerBound)..<Int(t.values.upperBound) {
                     let a = Int(index.valueStarts[n]), b = Int(index.valueStarts[n + 1])
-                    if b - a == v.count, bytesEqual((bytes.baseAddress ?? emptyBytes) + a, v.start ?? emptyBytes, v.count) { return true }
+                    if b - a == v.count, Bytes.equal((bytes.baseAddress ?? emptyBytes) + a, v.start ?? emptyBytes, v.count) { return true }
                 }
                 return false
             }

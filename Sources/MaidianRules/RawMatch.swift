@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import MaidianEvents
 
 extension [UInt8] {
@@ -42,22 +37,6 @@ public struct RawFacts {
     public init() {}
     /// The page: `$screen_name`, else `current_url`.
     @inlinable public var page: ByteView { screenName.isPresent ? screenName : currentURL }
-}
-
-@inline(__always)
-func bytesEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
-    if n > 32 { return memcmp(a, b, n) == 0 }  // long paths: libc's vectorized compare
-    var i = 0
-    while i &+ 8 <= n {
-        if UnsafeRawPointer(a).loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            != UnsafeRawPointer(b).loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
-        i &+= 8
-    }
-    while i < n {
-        if a[i] != b[i] { return false }
-        i &+= 1
-    }
-    return true
 }
 
 /// `Int(String)` over raw bytes: optional sign, decimal digits, nil on overflow or anything else.

@@ -110,7 +110,7 @@ struct StringTable: Sendable {
         for k in table.lookup(keyHash(.field, t)) {
             let n = Int(table.rules[k])
             let start = starts[n]
-            if starts[n + 1] - start == t.count, bytes.withUnsafeBufferPointer({ bytesEqual(p, $0.baseAddress! + start, t.count) }) {
+            if starts[n + 1] - start == t.count, bytes.withUnsafeBufferPointer({ Bytes.equal(p, $0.baseAddress! + start, t.count) }) {
                 return Int32(n)
             }
         }

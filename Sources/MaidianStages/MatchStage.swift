@@ -176,6 +176,7 @@ public final class MatchStage: Stage {
         if matcher.isEmpty { return }
         if ignoredFor !== matcher {
             ignoredPageBytes = matcher.ignoredPages.map { Array($0.utf8) }
+            ignoredLengths = ignoredPageBytes.reduce(0) { $0 | 1 << UInt64(min($1.count, 63)) }
             ignoredFor = matcher
             work.resize(names: matcher.outputs.nameCount)
             work.cache = MatchCache(matcher: matcher, slots: matcher.matchCacheSlots)
@@ -185,19 +186,19 @@ public final class MatchStage: Stage {
         work = Work()
         defer { work = w }
         let outputs = matcher.outputs
-        let ignoredPageBytes = self.ignoredPageBytes
+        let ignoredPageBytes = self.ignoredPageBytes, ignoredLengths = self.ignoredLengths
         var matched = 0
         for i in batch.events.indices {
-            let ev = EventView(batch, i)
+            let ev = batch.head(i)
             guard ev.isLive, ev.isTrack, ev.eventName.isPresent else { continue }
             // The pipeline's roles: page leaves are looked at only to mark ignored pages for later stages.
-            let kind = roles.role(ofEvent: i, in: batch)
+            let kind = roles.role(of: ev, in: batch)
             let role: EventRole = kind == .pageEnter ? .pageEnter : kind == .click ? .click : .other
             if role == .other && kind != .pageLeave { continue }
             for k in w.found.indices { w.found[k] = -1 }
             Self.findProperties(batch, ev, &w.found)
             // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
-            if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes) {
+            if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes, ignoredLengths) {
                 batch.events[i].flags |= EventFlag.ignoredPage
                 continue
             }
@@ -266,30 +267,8 @@ public final class MatchStage: Stage {
         healthAlerts?.add(alerts.count)
     }
 
-    /// The fields of an event the stage reads. An `Event` is over 200 bytes: copying one out of the batch per
-    /// event was a `memcpy` call each time; these are read field by field.
-    package struct EventView {
-        var isLive: Bool
-        var isTrack: Bool
-        var eventName: Span
-        var firstProperty: Int32
-        var propertyCount: Int32
-        var lib: Span
-
-        @inline(__always) init(_ batch: borrowing EventBatch, _ i: Int) {
-            // Field by field through the array's accessor: no copy of the whole event.
-            isLive = batch.events[i].isLive
-            isTrack = batch.events[i].type.isTrack
-            eventName = batch.events[i].eventName
-            firstProperty = batch.events[i].firstProperty
-            propertyCount = batch.events[i].propertyCount
-            lib = batch.events[i].lib
-        }
-
-        package init(_ ev: Event) {
-            (isLive, isTrack, eventName, firstProperty, propertyCount, lib) = (ev.isLive, ev.type.isTrack, ev.eventName, ev.firstProperty, ev.propertyCount, ev.lib)
-        }
-    }
+    /// The fields of an event the stage reads first (`EventHead`, read in place).
+    package typealias EventView = EventHead
 
     /// The stage's reused per-event buffers.
     struct Work {
@@ -410,16 +389,21 @@ public final class MatchStage: Stage {
     }
 
     private var ignoredPageBytes: [[UInt8]] = []
+    /// Bit `n` (63: 63 or more): some ignored page name is `n` bytes long. Most pages are no ignored one's
+    /// length and are told apart by it alone.
+    private var ignoredLengths: UInt64 = 0
     private var ignoredFor: RuleMatcher?
 
     /// Whether the event's page (`$screen_name`, else `current_url`) is ignored: a byte comparison against
     /// the few ignored names.
-    static func pageIgnored(_ batch: borrowing EventBatch, _ found: [Int], _ matcher: RuleMatcher, _ ignoredPageBytes: [[UInt8]]) -> Bool {
+    static func pageIgnored(_ batch: borrowing EventBatch, _ found: [Int], _ matcher: RuleMatcher, _ ignoredPageBytes: [[UInt8]],
+                            _ ignoredLengths: UInt64) -> Bool {
         let k = found[0] >= 0 ? found[0] : found[1]
         guard k >= 0 else { return false }
         let p = batch.properties[k]
         guard p.kind == .string else { return false }
         if p.fix == .replace || p.valueEscaped { return matcher.isIgnored(page: Self.text(batch, k)) }
+        guard (ignoredLengths >> UInt64(min(p.value.count - 2, 63))) & 1 != 0 else { return false }
         return batch.withJSON { j in
             let page = j[Int(p.value.start) + 1 ..< Int(p.value.end) - 1]
             for name in ignoredPageBytes where page.equals(name) { return true }

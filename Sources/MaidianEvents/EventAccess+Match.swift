@@ -1,0 +1,65 @@
+// What a per-event loop reads of every event before deciding to look closer (`match` reads this for each
+// event of a batch), read in place: copying an `Event` (over 200 bytes) out of the batch was a `memcpy`
+// call per event, and the optimizer does not always turn `events[i].field` into a plain load.
+
+/// The head of one event: liveness, type, name and where its properties and `lib` are.
+public struct EventHead: Sendable {
+    /// Still flowing (not dropped or failed).
+    public var isLive: Bool
+    /// A `track`/`track_signup` event.
+    public var isTrack: Bool
+    /// `event`'s raw string content in the JSON arena (absent when missing or not a string).
+    public var eventName: Span
+    /// `event` is a string with escapes.
+    public var eventNameEscaped: Bool
+    /// The decoder's `Hash64` of `eventName`'s bytes.
+    public var eventNameHash: UInt64
+    /// The event's properties: `properties[firstProperty ..< firstProperty + propertyCount]`.
+    public var firstProperty: Int32
+    public var propertyCount: Int32
+    /// The event's `lib` object in the JSON arena (absent when missing).
+    public var lib: Span
+
+    /// The head of `ev` (tools that hold a copy of the event).
+    @inlinable public init(_ ev: Event) {
+        isLive = ev.isLive
+        isTrack = ev.type.isTrack
+        eventName = ev.eventNameIsString ? ev.eventName : .absent
+        eventNameEscaped = ev.eventNameEscaped
+        eventNameHash = ev.eventNameHash
+        firstProperty = ev.firstProperty
+        propertyCount = ev.propertyCount
+        lib = ev.lib
+    }
+
+    @inlinable init(_ e: UnsafePointer<Event>) {
+        isLive = e.pointee.isLive
+        isTrack = e.pointee.type.isTrack
+        eventName = e.pointee.eventNameIsString ? e.pointee.eventName : .absent
+        eventNameEscaped = e.pointee.eventNameEscaped
+        eventNameHash = e.pointee.eventNameHash
+        firstProperty = e.pointee.firstProperty
+        propertyCount = e.pointee.propertyCount
+        lib = e.pointee.lib
+    }
+
+    /// The indexes (into the batch's properties) of the event's properties.
+    @inlinable public var properties: Range<Int> { Int(firstProperty) ..< Int(firstProperty) + Int(propertyCount) }
+}
+
+extension EventBatch {
+    /// The head of event `i`, read field by field in place.
+    @inlinable public func head(_ i: Int) -> EventHead {
+        precondition(i >= 0 && i < events.count, "event index out of range")
+        return events.withUnsafeBufferPointer { EventHead($0.baseAddress! + i) }
+    }
+}
+
+extension EventRoles.Table {
+    /// The role of the event whose head is `head` (by its name, compared as sent: role names need no
+    /// escapes), or nil when its name is no role's.
+    @inlinable public func role(of head: EventHead, in batch: borrowing EventBatch) -> RoleKind? {
+        guard head.eventName.isPresent, !head.eventNameEscaped else { return nil }
+        return batch.withJSON { j in role(of: j[head.eventName], hash: head.eventNameHash) }
+    }
+}
