@@ -63,3 +63,36 @@ extension EventRoles.Table {
         return batch.withJSON { j in role(of: j[head.eventName], hash: head.eventNameHash) }
     }
 }
+
+extension EventBatch {
+    // Writing fragments into the scratch arena from bytes a stage holds (its own tables) or from the batch's
+    // arenas: one copy each (a slice of an array appended element-wise, or of `scratch` itself, would not be).
+
+    /// Appends `bytes` to the scratch arena.
+    @inlinable public mutating func appendToScratch(_ bytes: ByteView) {
+        scratch.append(contentsOf: bytes.base)
+    }
+
+    /// Appends one byte to the scratch arena.
+    @inlinable public mutating func appendToScratch(_ byte: UInt8) {
+        scratch.append(byte)
+    }
+
+    /// Appends the bytes of `span` of the JSON arena to the scratch arena.
+    @inlinable public mutating func appendToScratch(json span: Span) {
+        json.withUnsafeBufferPointer { j in
+            scratch.append(contentsOf: UnsafeBufferPointer(rebasing: j[Int(span.start) ..< Int(span.end)]))
+        }
+    }
+
+    /// Appends a copy of the bytes of `span` of the scratch arena itself (a replaced value) to it.
+    @inlinable public mutating func appendToScratch(scratch span: Span) {
+        let n = span.count
+        guard n > 0 else { return }
+        let at = scratch.count
+        scratch.append(contentsOf: repeatElement(0, count: n))
+        scratch.withUnsafeMutableBufferPointer { s in
+            (s.baseAddress! + at).update(from: s.baseAddress! + Int(span.start), count: n)
+        }
+    }
+}

@@ -339,14 +339,13 @@ public final class MatchStage: Stage {
         }
         guard !w.ends.isEmpty else { return }
         let base = batch.scratch.count
-        for p in w.pieces {
-            let r = Int(p.start)..<Int(p.end)
-            switch p.from {
-            case .outputs: batch.scratch.append(contentsOf: outputs.bytes[r])
-            case .json: batch.scratch.append(contentsOf: batch.json[r])
-            // A replaced value, earlier in `scratch` itself (rare): byte by byte, as a slice of the array being
-            // appended to would copy all of it.
-            case .scratch: for k in r { batch.scratch.append(batch.scratch[k]) }
+        outputs.bytes.withByteView { ob in
+            for p in w.pieces {
+                switch p.from {
+                case .outputs: batch.appendToScratch(ob[Int(p.start)..<Int(p.end)])
+                case .json: batch.appendToScratch(json: Span(start: p.start, end: p.end))
+                case .scratch: batch.appendToScratch(scratch: Span(start: p.start, end: p.end))
+                }
             }
         }
         var previous = 0
@@ -416,13 +415,15 @@ public final class MatchStage: Stage {
     static func publishHits(_ batch: inout EventBatch, _ i: Int, _ outputs: HitOutputs, _ w: borrowing Work) {
         let firstHit = batch.hits.count
         let start = batch.scratch.count
-        batch.scratch.append(contentsOf: Self.matchedRulesHead)
-        for n in w.hits.indices {
-            if n > 0 { batch.scratch.append(0x2C) }
-            let h = w.hits[n]
-            batch.scratch.append(contentsOf: outputs.bytes[Int(outputs.idStarts[h])..<Int(outputs.idStarts[h + 1])])
+        outputs.bytes.withByteView { ob in
+            Self.matchedRulesHead.withByteView { batch.appendToScratch($0) }
+            for n in w.hits.indices {
+                if n > 0 { batch.appendToScratch(0x2C) }
+                let h = w.hits[n]
+                batch.appendToScratch(ob[Int(outputs.idStarts[h])..<Int(outputs.idStarts[h + 1])])
+            }
+            batch.appendToScratch(0x5D)
         }
-        batch.scratch.append(0x5D)
         var idStart = start + Self.matchedRulesHead.count
         for h in w.hits {
             let idEnd = idStart + Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
