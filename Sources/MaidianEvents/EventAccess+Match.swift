@@ -96,3 +96,40 @@ extension EventBatch {
         }
     }
 }
+
+extension EventBatch {
+    /// One pass over the kept properties of the event `head` describes: `found[s]` becomes the index of the
+    /// first kept property of slot `s`, or -1. A property that is a known one (`Property.known`) goes to slot
+    /// `slotOfKnown[known]` (-1: not wanted), found without reading its name; one other name, `extra`, is
+    /// compared by its bytes and goes to slot `extraSlot`. `found` keeps its size (every slot is set).
+    @inlinable public func firstProperties(of head: EventHead, slotOfKnown: [Int8], extra: StaticString, extraSlot: Int,
+                                           into found: inout [Int]) {
+        precondition(extraSlot >= 0 && extraSlot < found.count && slotOfKnown.count >= 256, "slots out of range")
+        let lo = Int(head.firstProperty), hi = lo + Int(head.propertyCount)
+        precondition(lo >= 0 && hi <= properties.count, "event properties out of range")
+        let extraCount = extra.utf8CodeUnitCount
+        json.withUnsafeBufferPointer { j in
+            properties.withUnsafeBufferPointer { props in
+                slotOfKnown.withUnsafeBufferPointer { known in
+                    found.withUnsafeMutableBufferPointer { f in
+                        for s in f.indices { f[s] = -1 }
+                        var k = lo
+                        while k < hi {
+                            let p = props[k]
+                            if p.fix != .drop {
+                                if p.known != KnownProperty.none {
+                                    let s = Int(known[Int(p.known)])
+                                    if s >= 0 && s < f.count && f[s] < 0 { f[s] = k }
+                                } else if p.name.count == extraCount && f[extraSlot] < 0
+                                            && Bytes.equal(j.baseAddress! + Int(p.name.start), extra) {
+                                    f[extraSlot] = k
+                                }
+                            }
+                            k &+= 1
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -195,7 +195,6 @@ public final class MatchStage: Stage {
             let kind = roles.role(of: ev, in: batch)
             let role: EventRole = kind == .pageEnter ? .pageEnter : kind == .click ? .click : .other
             if role == .other && kind != .pageLeave { continue }
-            for k in w.found.indices { w.found[k] = -1 }
             Self.findProperties(batch, ev, &w.found)
             // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
             if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes, ignoredLengths) {
@@ -622,20 +621,7 @@ public final class MatchStage: Stage {
 
     /// One pass over the event's kept properties: the index of each of `names` (the first kept one of a name).
     package static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) {
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        let nameOfKnown = Self.nameOfKnown, currentURL = Self.currentURL
-        batch.withJSON { j in
-            for k in lo..<hi {
-                let p = batch.properties[k]
-                guard p.fix != .drop else { continue }
-                if p.known != KnownProperty.none {
-                    let n = Int(nameOfKnown[Int(p.known)])
-                    if n >= 0 && found[n] < 0 { found[n] = k }
-                } else if found[currentURL] < 0 && j[p.name].equals("current_url") {
-                    found[currentURL] = k
-                }
-            }
-        }
+        batch.firstProperties(of: ev, slotOfKnown: nameOfKnown, extra: "current_url", extraSlot: currentURL, into: &found)
     }
 
     /// The value bytes of a kept property (its replacement when fixed).
