@@ -160,15 +160,15 @@ public struct PropertyValue {
     /// The kind.
     public var kind: Kind
     /// The text (valid until the next look-up).
-    public var text: RawText
+    public var text: ByteView
     /// A value.
-    @inlinable public init(kind: Kind, text: RawText) { self.kind = kind; self.text = text }
+    @inlinable public init(kind: Kind, text: ByteView) { self.kind = kind; self.text = text }
 }
 
 /// Where conditions read an event's properties.
 public protocol EventProperties {
     /// The first kept property called `name` (UTF-8 bytes), or nil. The text stays valid until the next call.
-    mutating func value(of name: UnsafeRawBufferPointer) -> PropertyValue?
+    mutating func value(of name: ByteView) -> PropertyValue?
 }
 
 /// Per-event scratch of condition checks, owned by one caller (one thread). Everything is memoized per event
@@ -355,8 +355,8 @@ struct ConditionIndex: Sendable {
 /// A number's value from its text (JSON number, or a string holding one); nil otherwise. Short texts make
 /// small Strings: no allocation.
 @inline(__always)
-func numberValue(_ t: RawText) -> Double? {
-    guard let p = t.base, t.count > 0, t.count <= 40 else { return nil }
+func numberValue(_ t: ByteView) -> Double? {
+    guard let p = t.start, t.count > 0, t.count <= 40 else { return nil }
     // Integers up to 15 digits (screen sizes, prices in cents, counts): exact as a Double, no parsing call.
     if t.count <= 16 {
         let first = p[0] == 0x2D ? 1 : 0
@@ -377,7 +377,7 @@ extension RuleMatcher {
 
     /// Removes from `hits[start...]` the hits whose conditions do not hold for the event whose properties
     /// `properties` reads (`lib`: its `lib` object, for `$app_version`). Order is kept.
-    public func applyConditions<P: EventProperties>(_ hits: inout [Int], from start: Int, properties: inout P, lib: RawText,
+    public func applyConditions<P: EventProperties>(_ hits: inout [Int], from start: Int, properties: inout P, lib: ByteView,
                                                     scratch: inout ConditionScratch) {
         let index = self.index.conditions
         guard !index.isEmpty, start < hits.count else { return }
@@ -403,7 +403,7 @@ extension RuleMatcher {
 
     /// Test `t`'s result for the current event, evaluated on first use.
     @inline(__always)
-    private func testHolds<P: EventProperties>(_ t: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: RawText,
+    private func testHolds<P: EventProperties>(_ t: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: ByteView,
                                               _ scratch: inout ConditionScratch) -> Bool {
         let memo = scratch.testMemo[t]
         if memo >> 1 == scratch.stamp { return memo & 1 == 1 }
@@ -412,7 +412,7 @@ extension RuleMatcher {
         return result
     }
 
-    private func evaluate<P: EventProperties>(_ t: ConditionIndex.Test, _ index: ConditionIndex, _ properties: inout P, _ lib: RawText,
+    private func evaluate<P: EventProperties>(_ t: ConditionIndex.Test, _ index: ConditionIndex, _ properties: inout P, _ lib: ByteView,
                                               _ scratch: inout ConditionScratch) -> Bool {
         let s = Int(t.subject)
         if scratch.subjectStamp[s] != scratch.stamp { load(s, index, &properties, lib, &scratch) }
@@ -436,7 +436,7 @@ extension RuleMatcher {
     }
 
     /// Loads subject `s`'s value for the current event into the scratch (absent when the event has none).
-    private func load<P: EventProperties>(_ s: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: RawText,
+    private func load<P: EventProperties>(_ s: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: ByteView,
                                           _ scratch: inout ConditionScratch) {
         scratch.subjectStamp[s] = scratch.stamp
         scratch.numberState[s] = 0
@@ -447,14 +447,14 @@ extension RuleMatcher {
         scratch.subjectKind[s] = v.kind.rawValue
         scratch.subjectStart[s] = Int32(scratch.values.count)
         scratch.subjectCount[s] = Int32(v.text.count)
-        if let b = v.text.base { scratch.values.append(contentsOf: UnsafeBufferPointer(start: b, count: v.text.count)) }
+        if let b = v.text.start { scratch.values.append(contentsOf: UnsafeBufferPointer(start: b, count: v.text.count)) }
     }
 
     /// Subject `s`'s loaded value (valid until the scratch's `values` grows).
     @inline(__always)
-    private func loaded<R>(_ s: Int, _ scratch: borrowing ConditionScratch, _ body: (RawText) -> R) -> R {
+    private func loaded<R>(_ s: Int, _ scratch: borrowing ConditionScratch, _ body: (ByteView) -> R) -> R {
         let start = Int(scratch.subjectStart[s]), count = Int(scratch.subjectCount[s])
-        return scratch.values.withUnsafeBufferPointer { body(RawText(($0.baseAddress ?? emptyBytes) + start, count)) }
+        return scratch.values.withUnsafeBufferPointer { body(ByteView(($0.baseAddress ?? emptyBytes) + start, count)) }
     }
 
     private func number(_ s: Int, _ scratch: inout ConditionScratch) -> Double? {
@@ -481,7 +481,7 @@ extension RuleMatcher {
         scratch.regexSlot[s] = Int32(slot)
         let same = scratch.regexCache[slot].hash == hash && scratch.regexCache[slot].text.count == count
             && scratch.values.withUnsafeBufferPointer { v in
-                scratch.regexCache[slot].text.withUnsafeBufferPointer { bytesEqual(($0.baseAddress ?? emptyBytes), (v.baseAddress ?? emptyBytes) + start, count) }
+                scratch.regexCache[slot].text.withUnsafeBufferPointer { Bytes.equal(($0.baseAddress ?? emptyBytes), (v.baseAddress ?? emptyBytes) + start, count) }
             }
         if same { return }
         var bits = scratch.regexCache[slot].bits
@@ -502,20 +502,20 @@ extension RuleMatcher {
     }
 
     /// Subject `s`'s value in the event (valid until the next look-up).
-    private func value<P: EventProperties>(_ s: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: RawText,
+    private func value<P: EventProperties>(_ s: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: ByteView,
                                            _ scratch: inout ConditionScratch) -> PropertyValue? {
         switch index.subjects[s] {
         case .property:
-            let v = index.subjectBytes[s].withUnsafeBytes { properties.value(of: $0) }
-            if v == nil, index.subjectBytes[s] == RuleMatcher.appVersionName, let b = lib.base, lib.count > 2 {
+            let v = index.subjectBytes[s].withByteView { properties.value(of: $0) }
+            if v == nil, index.subjectBytes[s] == RuleMatcher.appVersionName, let b = lib.start, lib.count > 2 {
                 let raw = UnsafeRawBufferPointer(start: b, count: lib.count)
                 let member = RuleMatcher.appVersionName.withUnsafeBytes { JSONMembers.member($0, in: raw) }
                 if let r = member, raw[r.lowerBound] == 0x22 { return stringValue(b + r.lowerBound + 1, r.count - 2, &scratch) }
             }
             return v
         case .contentItem:
-            let content = RuleMatcher.contentName.withUnsafeBytes { properties.value(of: $0) }
-            guard let obj = content, obj.kind == .object, let b = obj.text.base else { return nil }
+            let content = RuleMatcher.contentName.withByteView { properties.value(of: $0) }
+            guard let obj = content, obj.kind == .object, let b = obj.text.start else { return nil }
             let raw = UnsafeRawBufferPointer(start: b, count: obj.text.count)
             let member = index.subjectBytes[s].withUnsafeBytes { JSONMembers.member($0, in: raw) }
             guard let r = member, raw[r.lowerBound] == 0x22 else { return nil }
@@ -528,9 +528,9 @@ extension RuleMatcher {
     private func stringValue(_ p: UnsafePointer<UInt8>, _ n: Int, _ scratch: inout ConditionScratch) -> PropertyValue {
         for i in 0..<n where p[i] == 0x5C {
             scratch.decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p, count: n))
-            return scratch.decoded.withUnsafeBufferPointer { PropertyValue(kind: .string, text: RawText($0.baseAddress ?? emptyBytes, $0.count)) }
+            return scratch.decoded.withUnsafeBufferPointer { PropertyValue(kind: .string, text: ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
         }
-        return PropertyValue(kind: .string, text: RawText(p, n))
+        return PropertyValue(kind: .string, text: ByteView(p, n))
     }
 
     private func equalsAny(_ t: ConditionIndex.Test, _ s: Int, _ kind: UInt8, _ index: ConditionIndex, _ scratch: inout ConditionScratch) -> Bool {
@@ -541,7 +541,7 @@ extension RuleMatcher {
             index.valueBytes.withUnsafeBufferPointer { bytes in
                 for n in Int(t.values.lowerBound)..<Int(t.values.upperBound) {
                     let a = Int(index.valueStarts[n]), b = Int(index.valueStarts[n + 1])
-                    if b - a == v.count, bytesEqual((bytes.baseAddress ?? emptyBytes) + a, v.base ?? emptyBytes, v.count) { return true }
+                    if b - a == v.count, Bytes.equal((bytes.baseAddress ?? emptyBytes) + a, v.start ?? emptyBytes, v.count) { return true }
                 }
                 return false
             }
@@ -591,22 +591,22 @@ struct FactsProperties: EventProperties {
         self.pairs = pairs
     }
 
-    mutating func value(of name: UnsafeRawBufferPointer) -> PropertyValue? {
-        for (k, json) in pairs where k.utf8.elementsEqual(name) {
+    mutating func value(of name: ByteView) -> PropertyValue? {
+        for (k, json) in pairs where k.withByteView({ $0.equals(name) }) {
             guard let first = json.utf8.first else { return nil }
             let kind: PropertyValue.Kind
             switch first {
             case 0x22:
                 storage = json.utf8.withContiguousStorageIfAvailable { unescapeJSONString(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer($0).dropFirst().dropLast())) }
                     ?? Array(json.utf8.dropFirst().dropLast())
-                return storage.withUnsafeBufferPointer { PropertyValue(kind: .string, text: RawText($0.baseAddress ?? emptyBytes, $0.count)) }
+                return storage.withUnsafeBufferPointer { PropertyValue(kind: .string, text: ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
             case 0x7B: kind = .object
             case 0x74, 0x66: kind = .bool
             case 0x6E, 0x5B: kind = .other
             default: kind = .number
             }
             storage = Array(json.utf8)
-            return storage.withUnsafeBufferPointer { PropertyValue(kind: kind, text: RawText($0.baseAddress ?? emptyBytes, $0.count)) }
+            return storage.withUnsafeBufferPointer { PropertyValue(kind: kind, text: ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
         }
         return nil
     }

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import MaidianEvents
 
 /// Results of `RuleMatcher.matchRaw` by the exact bytes of the facts it reads, for one matcher and one thread.
@@ -51,8 +56,8 @@ public final class MatchCache {
     /// Lays out one field of the key at `key + n`: 4 bytes of length (`UInt32.max` when absent), then the bytes.
     /// False when the key would be longer than `longestKey`.
     @inline(__always)
-    private static func put(_ t: RawText, _ key: UnsafeMutablePointer<UInt8>, _ n: inout Int) -> Bool {
-        guard let p = t.base else {
+    private static func put(_ t: ByteView, _ key: UnsafeMutablePointer<UInt8>, _ n: inout Int) -> Bool {
+        guard let p = t.start else {
             guard n + 4 <= longestKey else { return false }
             UnsafeMutableRawPointer(key + n).storeBytes(of: UInt32.max, as: UInt32.self)
             n += 4
@@ -121,7 +126,7 @@ public final class MatchCache {
             return
         }
         // `lib` is read only for an event without `$app_version`.
-        let lib = f.appVersion.isPresent ? RawText.absent : f.lib
+        let lib = f.appVersion.isPresent ? ByteView.absent : f.lib
         var n = 1
         key[0] = role.rawValue
         let key = self.key
@@ -142,7 +147,8 @@ public final class MatchCache {
             guard e.pointee.hash == hash, Int(e.pointee.keyCount) == n else { continue }
             let block = e.pointee.block!
             let count = Int(e.pointee.hitCount)
-            guard bytesEqual(block.advanced(by: 4 * count).assumingMemoryBound(to: UInt8.self), key, n) else { continue }
+            // Keys are a few hundred bytes: libc's vectorized compare.
+            guard memcmp(block.advanced(by: 4 * count), key, n) == 0 else { continue }
             let stored = block.assumingMemoryBound(to: Int32.self)
             for k in 0..<count { hits.append(Int(stored[k])) }
             if way == 1 { swap(&set[0], &set[1]) }

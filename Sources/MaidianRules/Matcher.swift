@@ -129,7 +129,7 @@ public final class RuleMatcher: Sendable {
     /// Whether `page` is ignored (the same bytes as an ignored page).
     public func isIgnored(page: String?) -> Bool {
         guard var page else { return false }
-        return page.withUTF8 { isIgnoredRaw(RawText($0.baseAddress ?? emptyBytes, $0.count)) }
+        return page.withUTF8 { isIgnoredRaw(ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
     }
 
     /// The id of a hit (rule order: pages, then elements, then actions).
@@ -185,9 +185,9 @@ public final class RuleMatcher: Sendable {
             spans.append(start..<storage.count)
         }
         storage.withUnsafeBufferPointer { b in
-            func raw(_ n: Int) -> RawText {
+            func raw(_ n: Int) -> ByteView {
                 guard let r = spans[n] else { return .absent }
-                return RawText(b.baseAddress.map { $0 + r.lowerBound } ?? emptyBytes, r.count)
+                return ByteView(b.baseAddress.map { $0 + r.lowerBound } ?? emptyBytes, r.count)
             }
             var f = RawFacts()
             f.screenName = raw(0); f.currentURL = raw(1); f.pagePath = raw(2); f.appVersion = raw(3)

@@ -1,47 +1,17 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import MaidianEvents
-
-/// A property's text as raw bytes (a JSON string's content without quotes and without escapes, or a
-/// number's/bool's text as written); `base == nil` means absent.
-public struct RawText {
-    public var base: UnsafePointer<UInt8>?
-    public var count: Int
-    @inlinable public init(_ base: UnsafePointer<UInt8>?, _ count: Int) { self.base = base; self.count = count }
-    @inlinable public static var absent: RawText { RawText(nil, 0) }
-    @inlinable public var isPresent: Bool { base != nil }
-
-    /// Whether the text is present and has exactly the bytes of `b` ("exact" in wire format §4: the same
-    /// UTF-8 bytes; no Unicode normalization).
-    @inline(__always)
-    func equals(_ b: [UInt8]) -> Bool {
-        guard let p = base, count == b.count else { return false }
-        return b.withUnsafeBufferPointer { bytesEqual(p, $0.baseAddress ?? emptyBytes, count) }
-    }
-
-    /// Whether both are present with the same bytes.
-    @inline(__always)
-    func equals(_ o: RawText) -> Bool {
-        guard let p = base, let q = o.base, count == o.count else { return false }
-        return bytesEqual(p, q, count)
-    }
-}
 
 extension [UInt8] {
     /// Writes the pieces one after the other at the start (growing the array when needed, never shrinking it:
     /// the caller's buffer is reused); returns the length written. Absent pieces write nothing.
     @inline(__always)
-    mutating func write(_ p0: RawText, _ p1: RawText, _ p2: RawText, _ p3: RawText = .absent, _ p4: RawText = .absent,
-                        _ p5: RawText = .absent, _ p6: RawText = .absent, _ p7: RawText = .absent) -> Int {
+    mutating func write(_ p0: ByteView, _ p1: ByteView, _ p2: ByteView, _ p3: ByteView = .absent, _ p4: ByteView = .absent,
+                        _ p5: ByteView = .absent, _ p6: ByteView = .absent, _ p7: ByteView = .absent) -> Int {
         let n = p0.count + p1.count + p2.count + p3.count + p4.count + p5.count + p6.count + p7.count
         if count < n { append(contentsOf: repeatElement(0, count: n - count)) }
         withUnsafeMutableBufferPointer { out in
             var at = out.baseAddress!
-            @inline(__always) func put(_ t: RawText) {
-                if let b = t.base { at.update(from: b, count: t.count) }
+            @inline(__always) func put(_ t: ByteView) {
+                if let b = t.start { at.update(from: b, count: t.count) }
                 at += t.count
             }
             put(p0); put(p1); put(p2); put(p3); put(p4); put(p5); put(p6); put(p7)
@@ -52,37 +22,21 @@ extension [UInt8] {
 
 /// `EventFacts` as raw bytes into the batch (valid while the matcher runs): no allocation on the common path.
 public struct RawFacts {
-    public var screenName = RawText.absent, currentURL = RawText.absent, pagePath = RawText.absent
-    public var appVersion = RawText.absent
+    public var screenName = ByteView.absent, currentURL = ByteView.absent, pagePath = ByteView.absent
+    public var appVersion = ByteView.absent
     /// The event's `lib` object (for `$app_version` when the properties have none).
-    public var lib = RawText.absent
-    public var elementPath = RawText.absent, elementType = RawText.absent
-    public var elementPosition = RawText.absent, elementIndex = RawText.absent
+    public var lib = ByteView.absent
+    public var elementPath = ByteView.absent, elementType = ByteView.absent
+    public var elementPosition = ByteView.absent, elementIndex = ByteView.absent
     /// `$element_content` when it is a string.
-    public var content = RawText.absent
+    public var content = ByteView.absent
     /// `$element_content`'s whole value when it is a kept object.
-    public var contentObject = RawText.absent
-    public var elementKind = RawText.absent, target = RawText.absent, action = RawText.absent
-    public var container = RawText.absent, tag = RawText.absent
+    public var contentObject = ByteView.absent
+    public var elementKind = ByteView.absent, target = ByteView.absent, action = ByteView.absent
+    public var container = ByteView.absent, tag = ByteView.absent
     public init() {}
     /// The page: `$screen_name`, else `current_url`.
-    @inlinable public var page: RawText { screenName.isPresent ? screenName : currentURL }
-}
-
-@inline(__always)
-func bytesEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
-    if n > 32 { return memcmp(a, b, n) == 0 }  // long paths: libc's vectorized compare
-    var i = 0
-    while i &+ 8 <= n {
-        if UnsafeRawPointer(a).loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            != UnsafeRawPointer(b).loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
-        i &+= 8
-    }
-    while i < n {
-        if a[i] != b[i] { return false }
-        i &+= 1
-    }
-    return true
+    @inlinable public var page: ByteView { screenName.isPresent ? screenName : currentURL }
 }
 
 /// `Int(String)` over raw bytes: optional sign, decimal digits, nil on overflow or anything else.
@@ -110,8 +64,8 @@ struct ParsedVersion {
     private var long: [Int]?
 
     /// `VersionCondition.parse` over raw bytes: nil unless every dot-separated part is 1 to 9 digits.
-    init?(_ t: RawText) {
-        guard let b = t.base, t.count > 0 else { return nil }
+    init?(_ t: ByteView) {
+        guard let b = t.start, t.count > 0 else { return nil }
         var parts = 0
         var v = 0, len = 0
         for i in 0...t.count {
@@ -154,9 +108,9 @@ struct ClickNumbers {
     var index: Int?, section: Int?, row: Int?
 
     init(_ f: RawFacts) {
-        if let b = f.elementIndex.base { index = parseInt(b, f.elementIndex.count) }
+        if let b = f.elementIndex.start { index = parseInt(b, f.elementIndex.count) }
         // `section-row`: split at the first dash.
-        if let b = f.elementPosition.base {
+        if let b = f.elementPosition.start {
             let n = f.elementPosition.count
             var dash = -1
             for i in 0..<n where b[i] == 0x2D { dash = i; break }
@@ -184,7 +138,7 @@ struct LazyVersion {
             if facts.appVersion.isPresent {
                 version = ParsedVersion(facts.appVersion)
             } else if var text = RuleMatcher.libAppVersion(facts.lib) {
-                version = text.withUTF8 { ParsedVersion(RawText($0.baseAddress ?? emptyBytes, $0.count)) }
+                version = text.withUTF8 { ParsedVersion(ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
             }
         }
         guard let v = version else { return false }
@@ -209,8 +163,8 @@ struct ContentItems {
     }
 
     /// Parses the object `object` (validated JSON) for the duration of `body`.
-    static func with<R>(_ object: RawText, _ strings: StringTable, _ body: (ContentItems) -> R) -> R {
-        guard let base = object.base else { return body(.none) }
+    static func with<R>(_ object: ByteView, _ strings: StringTable, _ body: (ContentItems) -> R) -> R {
+        guard let base = object.start else { return body(.none) }
         let n = object.count
         // A member takes at least 6 bytes (`"":"",`).
         return withUnsafeTemporaryAllocation(of: (key: Int32, value: Int32).self, capacity: n / 6 + 1) { pairs in
@@ -219,13 +173,13 @@ struct ContentItems {
             func id(_ lo: Int, _ hi: Int) -> Int32 {
                 for k in lo..<hi where b[k] == 0x5C {
                     let decoded = unescapeJSONString(UnsafeRawBufferPointer(rebasing: b[lo..<hi]))
-                    return decoded.withUnsafeBufferPointer { strings.id(RawText($0.baseAddress ?? emptyBytes, $0.count)) }
+                    return decoded.withUnsafeBufferPointer { strings.id(ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
                 }
-                return strings.id(RawText(base + lo, hi - lo))
+                return strings.id(ByteView(base + lo, hi - lo))
             }
             JSONMembers.forEach(in: b) { key, escaped, value in
                 let keyStart = key.baseAddress! - b.baseAddress!
-                let k = escaped ? id(keyStart, keyStart + key.count) : strings.id(RawText(base + keyStart, key.count))
+                let k = escaped ? id(keyStart, keyStart + key.count) : strings.id(ByteView(base + keyStart, key.count))
                 if b[value.lowerBound] == 0x22, k >= 0, items.value(k) == nil {
                     (pairs.baseAddress! + items.count).initialize(to: (k, id(value.lowerBound + 1, value.upperBound - 1)))
                     items.count += 1
@@ -274,29 +228,29 @@ extension RuleMatcher {
         }
     }
 
-    func isIgnoredRaw(_ page: RawText) -> Bool {
-        for i in index.ignored.lookup(keyHash(.ignored, page)) where page.equals(index.ignoredPages[Int(index.ignored.rules[i])]) {
+    func isIgnoredRaw(_ page: ByteView) -> Bool {
+        for i in index.ignored.lookup(keyHash(.ignored, page)) where page.sameText(index.ignoredPages[Int(index.ignored.rules[i])]) {
             return true
         }
         return false
     }
 
-    private func matchPage(_ f: RawFacts, _ page: RawText, _ version: inout LazyVersion, _ hits: inout [Int]) {
+    private func matchPage(_ f: RawFacts, _ page: ByteView, _ version: inout LazyVersion, _ hits: inout [Int]) {
         if page.isPresent {
             for k in index.pageByScreen.lookup(keyHash(.screen, page)) {
                 let i = Int(index.pageByScreen.rules[k])
-                guard let s = index.pageScreens[i], page.equals(s) else { continue }
-                if let p = index.pagePaths[i], !f.pagePath.equals(p) { continue }
+                guard let s = index.pageScreens[i], page.sameText(s) else { continue }
+                if let p = index.pagePaths[i], !f.pagePath.sameText(p) { continue }
                 if version.holds(index.pageVersions[i]) { hits.append(index.pageOwner[i]) }
             }
         }
         if f.pagePath.isPresent {
             for k in index.pageByPath.lookup(keyHash(.pagePath, f.pagePath)) {
                 let i = Int(index.pageByPath.rules[k])
-                guard let p = index.pagePaths[i], f.pagePath.equals(p) else { continue }
+                guard let p = index.pagePaths[i], f.pagePath.sameText(p) else { continue }
                 if version.holds(index.pageVersions[i]) { hits.append(index.pageOwner[i]) }
             }
-            if index.pagePathRegexes.count > 0, let p = f.pagePath.base {
+            if index.pagePathRegexes.count > 0, let p = f.pagePath.start {
                 index.pagePathRegexes.forEachMatch(UnsafeRawBufferPointer(start: p, count: f.pagePath.count)) { r in
                     let i = index.pagePathRegexRules[r]
                     if version.holds(index.pageVersions[i]) { hits.append(index.pageOwner[i]) }
@@ -307,12 +261,12 @@ extension RuleMatcher {
             let offset = rules.pages.count + rules.elements.count
             for k in index.pagePV.lookup(keyHash(.pagePV, page)) {
                 let i = Int(index.pagePV.rules[k])
-                if page.equals(index.actionIDs[i]) && version.holds(index.actionVersions[i]) { hits.append(offset + i) }
+                if page.sameText(index.actionIDs[i]) && version.holds(index.actionVersions[i]) { hits.append(offset + i) }
             }
         }
     }
 
-    private func matchClick(_ f: RawFacts, _ page: RawText, _ version: inout LazyVersion, _ hits: inout [Int], _ buffer: inout [UInt8]) {
+    private func matchClick(_ f: RawFacts, _ page: ByteView, _ version: inout LazyVersion, _ hits: inout [Int], _ buffer: inout [UInt8]) {
         var ev = ElementFields()
         // Which masks the rules of this path and type use (none: only regex rules can match).
         var masks: UInt64 = 0
@@ -334,7 +288,7 @@ extension RuleMatcher {
         if f.target.isPresent && !index.clickActions.isEmpty { matchActions(f, &version, &hits, &buffer) }
     }
 
-    private func matchElements(_ f: RawFacts, _ page: RawText, _ items: ContentItems, _ ev: inout ElementFields, _ masks: UInt64,
+    private func matchElements(_ f: RawFacts, _ page: ByteView, _ items: ContentItems, _ ev: inout ElementFields, _ masks: UInt64,
                                _ version: inout LazyVersion, _ hits: inout [Int], _ buffer: inout [UInt8]) {
         let pageCount = rules.pages.count
         if index.elements.isEmpty {
@@ -378,7 +332,7 @@ extension RuleMatcher {
         if index.regexes.count > 0 {
             // `{$element_path}-{$element_type}({position})_[{content}]`
             let position = f.elementPosition.isPresent ? f.elementPosition : f.elementIndex
-            let content = f.content.isPresent ? f.content : RawText(RuleMatcher.null, 4)
+            let content = f.content.isPresent ? f.content : ByteView(RuleMatcher.null, 4)
             let n = buffer.write(f.elementPath, RuleMatcher.dash, f.elementType, RuleMatcher.open, position, RuleMatcher.close, content, RuleMatcher.end)
             buffer.withUnsafeBytes { b in
                 index.regexes.forEachMatch(UnsafeRawBufferPointer(rebasing: b[0..<n])) { r in check(index.regexRules[r]) }
@@ -389,26 +343,26 @@ extension RuleMatcher {
     /// ACTION, GESTURE and TABLEVIEW rules by the click's action identifiers (wire format §3).
     private func matchActions(_ f: RawFacts, _ version: inout LazyVersion, _ hits: inout [Int], _ buffer: inout [UInt8]) {
         let offset = rules.pages.count + rules.elements.count
-        let tag = f.tag.isPresent ? f.tag : RawText(RuleMatcher.zero, 1)
-        func lookup(_ kind: ActionKind, _ a: RawText, _ b: RawText, _ c: RawText = .absent) {
+        let tag = f.tag.isPresent ? f.tag : ByteView(RuleMatcher.zero, 1)
+        func lookup(_ kind: ActionKind, _ a: ByteView, _ b: ByteView, _ c: ByteView = .absent) {
             let n = c.isPresent ? buffer.write(a, RuleMatcher.slash, b, RuleMatcher.slash, c) : buffer.write(a, RuleMatcher.slash, b)
             buffer.withUnsafeBufferPointer { id in
-                let t = RawText(id.baseAddress ?? emptyBytes, n)
+                let t = ByteView(id.baseAddress ?? emptyBytes, n)
                 for k in index.clickActions.lookup(keyHash(kind.tag, t)) {
                     let i = Int(index.clickActions.rules[k])
-                    if index.actionKinds[i] == kind && t.equals(index.actionIDs[i]) && version.holds(index.actionVersions[i]) { hits.append(offset + i) }
+                    if index.actionKinds[i] == kind && t.sameText(index.actionIDs[i]) && version.holds(index.actionVersions[i]) { hits.append(offset + i) }
                 }
             }
         }
         let k = f.elementKind
-        if k.equals(RuleMatcher.control) {
+        if k.sameText(RuleMatcher.control) {
             if f.action.isPresent {
                 lookup(.action, f.target, f.action, tag)
                 lookup(.action, f.target, f.action)
             }
-        } else if k.equals(RuleMatcher.gesture) {
+        } else if k.sameText(RuleMatcher.gesture) {
             if f.action.isPresent { lookup(.gesture, f.target, f.action) }
-        } else if k.equals(RuleMatcher.table) || k.equals(RuleMatcher.collection) {
+        } else if k.sameText(RuleMatcher.table) || k.sameText(RuleMatcher.collection) {
             if f.container.isPresent { lookup(.tableView, f.target, f.container, tag) }
         }
     }
@@ -425,11 +379,11 @@ extension RuleMatcher {
     }()
     private static var zero: UnsafePointer<UInt8> { constants }
     private static var null: UnsafePointer<UInt8> { constants + 1 }
-    private static var slash: RawText { RawText(constants + 5, 1) }
-    private static var dash: RawText { RawText(constants + 6, 1) }
-    private static var open: RawText { RawText(constants + 7, 1) }
-    private static var close: RawText { RawText(constants + 8, 3) }
-    private static var end: RawText { RawText(constants + 11, 1) }
+    private static var slash: ByteView { ByteView(constants + 5, 1) }
+    private static var dash: ByteView { ByteView(constants + 6, 1) }
+    private static var open: ByteView { ByteView(constants + 7, 1) }
+    private static var close: ByteView { ByteView(constants + 8, 3) }
+    private static var end: ByteView { ByteView(constants + 11, 1) }
 
     /// Every condition of element rule `e` but its versions, checked exactly (on string numbers).
     @inline(__always)
@@ -456,8 +410,8 @@ extension RuleMatcher {
     }
 
     /// `$app_version` inside the event's `lib` object.
-    public static func libAppVersion(_ lib: RawText) -> String? {
-        guard let base = lib.base, lib.count > 2 else { return nil }
+    public static func libAppVersion(_ lib: ByteView) -> String? {
+        guard let base = lib.start, lib.count > 2 else { return nil }
         let b = UnsafeRawBufferPointer(start: base, count: lib.count)
         guard let r = appVersionName.withUnsafeBytes({ JSONMembers.member($0, in: b) }) else { return nil }
         return JSONMembers.string(UnsafeRawBufferPointer(rebasing: b[r]))

@@ -188,7 +188,7 @@ final class ScanScratch: @unchecked Sendable {
             h.addSampled(p, n)
             key = h.value | 1
             let e = entries + (Int(truncatingIfNeeded: key >> 20) & mask)
-            if e.pointee.key == key && e.pointee.textCount == n && bytesEqual(e.pointee.text!, p, n) {
+            if e.pointee.key == key && e.pointee.textCount == n && Bytes.equal(e.pointee.text!, p, n) {
                 for k in 0..<e.pointee.idCount { body(Int(e.pointee.ids![k])) }
                 return
             }

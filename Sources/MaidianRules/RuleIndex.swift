@@ -40,13 +40,13 @@ extension Hash64 {
 }
 
 @inline(__always)
-func keyHash(_ tag: KeyTag, _ t: RawText) -> UInt64 { keyHash(tag, t.base, t.count) }
+func keyHash(_ tag: KeyTag, _ t: ByteView) -> UInt64 { keyHash(tag, t.start, t.count) }
 
 func keyHash(_ tag: KeyTag, _ s: [UInt8]) -> UInt64 {
     s.withUnsafeBufferPointer { keyHash(tag, $0.baseAddress ?? emptyBytes, $0.count) }
 }
 
-/// A valid pointer for empty byte strings (`RawText` uses a nil base for "absent").
+/// A valid pointer for empty byte strings (`ByteView` uses a nil base for "absent").
 nonisolated(unsafe) let emptyBytes: UnsafePointer<UInt8> = {
     let p = UnsafeMutablePointer<UInt8>.allocate(capacity: 1)
     p.initialize(to: 0)
@@ -105,12 +105,12 @@ struct StringTable: Sendable {
 
     /// The number of `t`, or -1.
     @inline(__always)
-    func id(_ t: RawText) -> Int32 {
-        guard let p = t.base else { return -1 }
+    func id(_ t: ByteView) -> Int32 {
+        guard let p = t.start else { return -1 }
         for k in table.lookup(keyHash(.field, t)) {
             let n = Int(table.rules[k])
             let start = starts[n]
-            if starts[n + 1] - start == t.count, bytes.withUnsafeBufferPointer({ bytesEqual(p, $0.baseAddress! + start, t.count) }) {
+            if starts[n + 1] - start == t.count, bytes.withUnsafeBufferPointer({ Bytes.equal(p, $0.baseAddress! + start, t.count) }) {
                 return Int32(n)
             }
         }

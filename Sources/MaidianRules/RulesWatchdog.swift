@@ -97,8 +97,8 @@ public final class RulesWatchdog {
         UInt64(UInt32(truncatingIfNeeded: a)) << 40 ^ UInt64(UInt32(bitPattern: b)) << 20 ^ UInt64(UInt32(bitPattern: c))
     }
 
-    private static func number(_ t: RawText, _ numbers: inout [UInt64: Int32], _ names: inout [String]) -> Int32 {
-        guard let p = t.base else { return -1 }
+    private static func number(_ t: ByteView, _ numbers: inout [UInt64: Int32], _ names: inout [String]) -> Int32 {
+        guard let p = t.start else { return -1 }
         var h = Hash64()
         h.add(p, t.count)
         if let n = numbers[h.value] { return n }
@@ -110,7 +110,7 @@ public final class RulesWatchdog {
 
     /// Counts one page view or click (after matching): its page, its app version (absent: not counted) and
     /// the rules it matched (hit numbers).
-    public func observe(role: EventRole, page: RawText, version: RawText, hits: ArraySlice<Int>) {
+    public func observe(role: EventRole, page: ByteView, version: ByteView, hits: ArraySlice<Int>) {
         guard role != .other, page.isPresent, version.isPresent else { return }
         let p = Self.number(page, &pageNumbers, &pages)
         let v = Self.number(version, &versionNumbers, &versions)
@@ -126,7 +126,7 @@ public final class RulesWatchdog {
         guard var page, var version else { return }
         page.withUTF8 { pb in
             version.withUTF8 { vb in
-                observe(role: role, page: RawText(pb.baseAddress ?? emptyBytes, pb.count), version: RawText(vb.baseAddress ?? emptyBytes, vb.count),
+                observe(role: role, page: ByteView(pb.baseAddress ?? emptyBytes, pb.count), version: ByteView(vb.baseAddress ?? emptyBytes, vb.count),
                         hits: hits[...])
             }
         }

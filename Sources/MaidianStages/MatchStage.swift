@@ -176,6 +176,7 @@ public final class MatchStage: Stage {
         if matcher.isEmpty { return }
         if ignoredFor !== matcher {
             ignoredPageBytes = matcher.ignoredPages.map { Array($0.utf8) }
+            ignoredLengths = ignoredPageBytes.reduce(0) { $0 | 1 << UInt64(min($1.count, 63)) }
             ignoredFor = matcher
             work.resize(names: matcher.outputs.nameCount)
             work.cache = MatchCache(matcher: matcher, slots: matcher.matchCacheSlots)
@@ -185,19 +186,18 @@ public final class MatchStage: Stage {
         work = Work()
         defer { work = w }
         let outputs = matcher.outputs
-        let ignoredPageBytes = self.ignoredPageBytes
+        let ignoredPageBytes = self.ignoredPageBytes, ignoredLengths = self.ignoredLengths
         var matched = 0
         for i in batch.events.indices {
-            let ev = EventView(batch, i)
+            let ev = batch.head(i)
             guard ev.isLive, ev.isTrack, ev.eventName.isPresent else { continue }
             // The pipeline's roles: page leaves are looked at only to mark ignored pages for later stages.
-            let kind = roles.role(ofEvent: i, in: batch)
+            let kind = roles.role(of: ev, in: batch)
             let role: EventRole = kind == .pageEnter ? .pageEnter : kind == .click ? .click : .other
             if role == .other && kind != .pageLeave { continue }
-            w.found.withUnsafeMutableBufferPointer { for k in $0.indices { $0[k] = -1 } }
             Self.findProperties(batch, ev, &w.found)
             // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
-            if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes) {
+            if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes, ignoredLengths) {
                 batch.events[i].flags |= EventFlag.ignoredPage
                 continue
             }
@@ -225,16 +225,15 @@ public final class MatchStage: Stage {
     /// Counts one page view or click for the watchdog: its page and app version as raw bytes (escaped or
     /// replaced ones are left out: rare, and a count is an estimate of traffic).
     static func watch(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ watchdog: RulesWatchdog, _ w: borrowing Work) {
-        batch.json.withUnsafeBufferPointer { j in
-            let base = j.baseAddress!
-            func raw(_ n: Int) -> RawText {
+        batch.withJSON { j in
+            func raw(_ n: Int) -> ByteView {
                 let k = w.found[n]
                 guard k >= 0 else { return .absent }
                 let p = batch.properties[k]
                 guard p.fix == .keep, !p.valueEscaped else { return .absent }
                 switch p.kind {
-                case .string: return RawText(base + Int(p.value.start) + 1, p.value.count - 2)
-                case .number: return RawText(base + Int(p.value.start), p.value.count)
+                case .string: return j[Int(p.value.start) + 1 ..< Int(p.value.end) - 1]
+                case .number: return j[p.value]
                 default: return .absent
                 }
             }
@@ -242,9 +241,8 @@ public final class MatchStage: Stage {
             let page = screen.isPresent ? screen : raw(1)
             var version = raw(3)
             if !version.isPresent && ev.lib.isPresent {
-                let lib = UnsafeRawBufferPointer(start: base + Int(ev.lib.start), count: ev.lib.count)
-                let member = RuleMatcher.appVersionKey.withUnsafeBytes { MiniJSON.member($0, in: lib) }
-                if let r = member, lib[r.lowerBound] == 0x22 { version = RawText(base + Int(ev.lib.start) + r.lowerBound + 1, r.count - 2) }
+                let lib = j[ev.lib]
+                if let r = lib.jsonMember(RuleMatcher.appVersionKey), lib[r.lowerBound] == 0x22 { version = lib[(r.lowerBound + 1)..<(r.upperBound - 1)] }
             }
             watchdog.observe(role: role, page: page, version: version, hits: w.hits[...])
         }
@@ -268,27 +266,8 @@ public final class MatchStage: Stage {
         healthAlerts?.add(alerts.count)
     }
 
-    /// The fields of an event the stage reads. An `Event` is over 200 bytes: copying one out of the batch per
-    /// event was a `memcpy` call each time; these are read field by field.
-    package struct EventView {
-        var isLive: Bool
-        var isTrack: Bool
-        var eventName: Span
-        var firstProperty: Int32
-        var propertyCount: Int32
-        var lib: Span
-
-        @inline(__always) init(_ batch: borrowing EventBatch, _ i: Int) {
-            (isLive, isTrack, eventName, firstProperty, propertyCount, lib) = batch.events.withUnsafeBufferPointer { evs in
-                let e = evs.baseAddress! + i
-                return (e.pointee.isLive, e.pointee.type.isTrack, e.pointee.eventName, e.pointee.firstProperty, e.pointee.propertyCount, e.pointee.lib)
-            }
-        }
-
-        package init(_ ev: Event) {
-            (isLive, isTrack, eventName, firstProperty, propertyCount, lib) = (ev.isLive, ev.type.isTrack, ev.eventName, ev.firstProperty, ev.propertyCount, ev.lib)
-        }
-    }
+    /// The fields of an event the stage reads first (`EventHead`, read in place).
+    package typealias EventView = EventHead
 
     /// The stage's reused per-event buffers.
     struct Work {
@@ -359,23 +338,12 @@ public final class MatchStage: Stage {
         }
         guard !w.ends.isEmpty else { return }
         let base = batch.scratch.count
-        batch.scratch.append(contentsOf: repeatElement(0, count: total))
-        let pieces = w.pieces
-        batch.scratch.withUnsafeMutableBufferPointer { s in
-            outputs.bytes.withUnsafeBufferPointer { o in
-                batch.json.withUnsafeBufferPointer { j in
-                    var at = s.baseAddress! + base
-                    for p in pieces {
-                        let n = Int(p.end - p.start)
-                        let from: UnsafePointer<UInt8>
-                        switch p.from {
-                        case .outputs: from = o.baseAddress! + Int(p.start)
-                        case .json: from = j.baseAddress! + Int(p.start)
-                        case .scratch: from = UnsafePointer(s.baseAddress! + Int(p.start))
-                        }
-                        at.update(from: from, count: n)
-                        at += n
-                    }
+        outputs.bytes.withByteView { ob in
+            for p in w.pieces {
+                switch p.from {
+                case .outputs: batch.appendToScratch(ob[Int(p.start)..<Int(p.end)])
+                case .json: batch.appendToScratch(json: Span(start: p.start, end: p.end))
+                case .scratch: batch.appendToScratch(scratch: Span(start: p.start, end: p.end))
                 }
             }
         }
@@ -397,20 +365,20 @@ public final class MatchStage: Stage {
     static func markNames(_ batch: borrowing EventBatch, _ ev: EventView, _ outputs: HitOutputs, _ w: inout Work) {
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         let longest = outputs.longestName, lengths = outputs.nameLengths, stamp = w.stamp
-        batch.json.withUnsafeBufferPointer { j in
-            batch.properties.withUnsafeBufferPointer { props in
-                outputs.bytes.withUnsafeBufferPointer { nb in
-                    for k in lo..<hi {
-                        let p = props[k]
-                        let c = p.name.count
-                        guard (lengths >> UInt64(min(c, 63))) & 1 != 0, c <= longest, p.fix != .drop else { continue }
-                        for e in Int(outputs.byLength[c])..<Int(outputs.byLength[c + 1]) {
-                            let n = Int(outputs.nameOrder[e])
-                            if w.seen[n] != stamp && (c == 0 || memcmpEqual(j.baseAddress! + Int(p.name.start), nb.baseAddress! + Int(outputs.nameStarts[n]), c)) {
-                                w.seen[n] = stamp
-                                w.first[n] = Int32(k)
-                                break
-                            }
+        batch.withJSON { j in
+            outputs.bytes.withByteView { nb in
+                for k in lo..<hi {
+                    let p = batch.properties[k]
+                    let c = p.name.count
+                    guard (lengths >> UInt64(min(c, 63))) & 1 != 0, c <= longest, p.fix != .drop else { continue }
+                    let name = j[p.name]
+                    for e in Int(outputs.byLength[c])..<Int(outputs.byLength[c + 1]) {
+                        let n = Int(outputs.nameOrder[e])
+                        let start = Int(outputs.nameStarts[n])
+                        if w.seen[n] != stamp && name.equals(nb[start..<(start + c)]) {
+                            w.seen[n] = stamp
+                            w.first[n] = Int32(k)
+                            break
                         }
                     }
                 }
@@ -419,21 +387,24 @@ public final class MatchStage: Stage {
     }
 
     private var ignoredPageBytes: [[UInt8]] = []
+    /// Bit `n` (63: 63 or more): some ignored page name is `n` bytes long. Most pages are no ignored one's
+    /// length and are told apart by it alone.
+    private var ignoredLengths: UInt64 = 0
     private var ignoredFor: RuleMatcher?
 
     /// Whether the event's page (`$screen_name`, else `current_url`) is ignored: a byte comparison against
     /// the few ignored names.
-    static func pageIgnored(_ batch: borrowing EventBatch, _ found: [Int], _ matcher: RuleMatcher, _ ignoredPageBytes: [[UInt8]]) -> Bool {
+    static func pageIgnored(_ batch: borrowing EventBatch, _ found: [Int], _ matcher: RuleMatcher, _ ignoredPageBytes: [[UInt8]],
+                            _ ignoredLengths: UInt64) -> Bool {
         let k = found[0] >= 0 ? found[0] : found[1]
         guard k >= 0 else { return false }
         let p = batch.properties[k]
         guard p.kind == .string else { return false }
         if p.fix == .replace || p.valueEscaped { return matcher.isIgnored(page: Self.text(batch, k)) }
-        let lo = Int(p.value.start) + 1, n = p.value.count - 2
-        return batch.json.withUnsafeBufferPointer { j in
-            for name in ignoredPageBytes where name.count == n {
-                if n == 0 || name.withUnsafeBufferPointer({ memcmpEqual(j.baseAddress! + lo, $0.baseAddress!, n) }) { return true }
-            }
+        guard (ignoredLengths >> UInt64(min(p.value.count - 2, 63))) & 1 != 0 else { return false }
+        return batch.withJSON { j in
+            let page = j[Int(p.value.start) + 1 ..< Int(p.value.end) - 1]
+            for name in ignoredPageBytes where page.equals(name) { return true }
             return false
         }
     }
@@ -442,34 +413,24 @@ public final class MatchStage: Stage {
     /// stages: ids point into the fragment, so they cost nothing extra.
     static func publishHits(_ batch: inout EventBatch, _ i: Int, _ outputs: HitOutputs, _ w: borrowing Work) {
         let firstHit = batch.hits.count
-        let head: StaticString = "\"$matched_rules\":["
-        var total = head.utf8CodeUnitCount + w.hits.count  // commas and the closing bracket
-        for h in w.hits { total += Int(outputs.idStarts[h + 1] - outputs.idStarts[h]) }
         let start = batch.scratch.count
-        batch.scratch.append(contentsOf: repeatElement(0, count: total))
-        batch.scratch.withUnsafeMutableBufferPointer { s in
-            outputs.bytes.withUnsafeBufferPointer { o in
-                var at = s.baseAddress! + start
-                at.update(from: head.utf8Start, count: head.utf8CodeUnitCount)
-                at += head.utf8CodeUnitCount
-                for n in w.hits.indices {
-                    if n > 0 { at.pointee = 0x2C; at += 1 }
-                    let h = w.hits[n]
-                    let count = Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
-                    at.update(from: o.baseAddress! + Int(outputs.idStarts[h]), count: count)
-                    at += count
-                }
-                at.pointee = 0x5D
+        outputs.bytes.withByteView { ob in
+            Self.matchedRulesHead.withByteView { batch.appendToScratch($0) }
+            for n in w.hits.indices {
+                if n > 0 { batch.appendToScratch(0x2C) }
+                let h = w.hits[n]
+                batch.appendToScratch(ob[Int(outputs.idStarts[h])..<Int(outputs.idStarts[h + 1])])
             }
+            batch.appendToScratch(0x5D)
         }
-        var idStart = start + head.utf8CodeUnitCount
+        var idStart = start + Self.matchedRulesHead.count
         for h in w.hits {
             let idEnd = idStart + Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
             var hit = MatchHit(id: Span(idStart, idEnd), metric: outputs.metrics[h])
             let g = outputs.groupStarts[h]
             if g >= 0 {
-                (hit.content, hit.contentInScratch) = outputs.bytes.withUnsafeBytes { b in
-                    groupingContent(batch, UnsafeRawBufferPointer(rebasing: b[Int(g)..<Int(outputs.groupEnds[h])]), w.found[8])
+                (hit.content, hit.contentInScratch) = outputs.bytes.withByteView { b in
+                    groupingContent(batch, b[Int(g)..<Int(outputs.groupEnds[h])], w.found[8])
                 }
             }
             batch.hits.append(hit)
@@ -480,9 +441,11 @@ public final class MatchStage: Stage {
         batch.events[i].hitCount = Int32(w.hits.count)
     }
 
+    private static let matchedRulesHead = Array("\"$matched_rules\":[".utf8)
+
     /// The content a `group_by_content` hit counts under: the string content (key "") or the item `key` of a
     /// composite content, as a JSON string span.
-    static func groupingContent(_ batch: borrowing EventBatch, _ key: UnsafeRawBufferPointer, _ k: Int) -> (Span, Bool) {
+    static func groupingContent(_ batch: borrowing EventBatch, _ key: ByteView, _ k: Int) -> (Span, Bool) {
         guard k >= 0 else { return (.absent, false) }
         let p = batch.properties[k]
         if key.isEmpty {
@@ -490,10 +453,10 @@ public final class MatchStage: Stage {
             return p.fix == .replace ? (p.replacement, true) : (p.value, false)
         }
         guard p.kind == .object, p.fix == .keep else { return (.absent, false) }
-        return batch.json.withUnsafeBytes { j in
+        return batch.withJSON { j in
             let lo = Int(p.value.start)
-            let b = UnsafeRawBufferPointer(rebasing: j[lo..<Int(p.value.end)])
-            guard let r = MiniJSON.member(key, in: b), b[r.lowerBound] == 0x22 else { return (.absent, false) }
+            let b = j[p.value]
+            guard let r = b.jsonMember(key), b[r.lowerBound] == 0x22 else { return (.absent, false) }
             return (Span(lo + r.lowerBound, lo + r.upperBound), false)
         }
     }
@@ -509,48 +472,44 @@ public final class MatchStage: Stage {
 
     /// Drops the hits whose `where:` conditions do not hold (read from the event's kept properties).
     static func checkConditions(_ batch: borrowing EventBatch, _ ev: EventView, _ matcher: RuleMatcher, _ w: inout Work) {
-        batch.json.withUnsafeBufferPointer { j in
-            batch.scratch.withUnsafeBufferPointer { s in
-                batch.properties.withUnsafeBufferPointer { props in
-                    let lo = Int(ev.firstProperty)
-                    var reader = BatchProperties(json: j.baseAddress!, scratch: s.baseAddress ?? j.baseAddress!, props: props.baseAddress!,
-                                                 range: lo..<(lo + Int(ev.propertyCount)))
-                    let lib = ev.lib.isPresent ? RawText(j.baseAddress! + Int(ev.lib.start), ev.lib.count) : RawText.absent
-                    matcher.applyConditions(&w.hits, from: 0, properties: &reader, lib: lib, scratch: &w.conditions)
-                }
+        batch.withJSON { j in
+            batch.withScratch { s in
+                let lo = Int(ev.firstProperty)
+                var reader = BatchProperties(json: j, scratch: s, props: batch.properties, range: lo..<(lo + Int(ev.propertyCount)))
+                let lib = ev.lib.isPresent ? j[ev.lib] : ByteView.absent
+                matcher.applyConditions(&w.hits, from: 0, properties: &reader, lib: lib, scratch: &w.conditions)
             }
         }
     }
 
-    /// The kept properties of one event as `where:` conditions read them (pointers valid during `checkConditions`).
+    /// The kept properties of one event as `where:` conditions read them (views valid during `checkConditions`).
     struct BatchProperties: EventProperties {
-        let json: UnsafePointer<UInt8>, scratch: UnsafePointer<UInt8>, props: UnsafePointer<Property>
+        let json: ByteView, scratch: ByteView
+        let props: [Property]
         let range: Range<Int>
         /// A string with escapes, decoded (rare).
         var decoded: [UInt8] = []
 
-        mutating func value(of name: UnsafeRawBufferPointer) -> PropertyValue? {
-            let n = name.count
+        mutating func value(of name: ByteView) -> PropertyValue? {
             for k in range {
                 let p = props[k]
-                guard p.fix != .drop, p.name.count == n,
-                      n == 0 || memcmpEqual(json + Int(p.name.start), name.baseAddress!.assumingMemoryBound(to: UInt8.self), n) else { continue }
+                guard p.fix != .drop, p.name.count == name.count, json[p.name].equals(name) else { continue }
                 let replaced = p.fix == .replace
-                let start = replaced ? scratch + Int(p.replacement.start) : json + Int(p.value.start)
-                let count = replaced ? p.replacement.count : p.value.count
+                let value = replaced ? scratch[p.replacement] : json[p.value]
                 switch p.kind {
                 case .string:
-                    guard count >= 2 else { return nil }
+                    guard value.count >= 2 else { return nil }
+                    let content = value[1..<(value.count - 1)]
                     if replaced || p.valueEscaped {
-                        decoded = unescapeJSONString(UnsafeRawBufferPointer(start: start + 1, count: count - 2))
+                        decoded = content.unescaped
                         // Not touched again until the next look-up: the bytes stay put.
-                        return decoded.withUnsafeBufferPointer { PropertyValue(kind: .string, text: RawText($0.baseAddress ?? start, $0.count)) }
+                        return decoded.withByteView { PropertyValue(kind: .string, text: $0) }
                     }
-                    return PropertyValue(kind: .string, text: RawText(start + 1, count - 2))
-                case .number: return PropertyValue(kind: .number, text: RawText(start, count))
-                case .bool: return PropertyValue(kind: .bool, text: RawText(start, count))
-                case .object: return PropertyValue(kind: .object, text: RawText(start, count))
-                case .null, .array: return PropertyValue(kind: .other, text: RawText(start, count))
+                    return PropertyValue(kind: .string, text: content)
+                case .number: return PropertyValue(kind: .number, text: value)
+                case .bool: return PropertyValue(kind: .bool, text: value)
+                case .object: return PropertyValue(kind: .object, text: value)
+                case .null, .array: return PropertyValue(kind: .other, text: value)
                 }
             }
             return nil
@@ -587,15 +546,14 @@ public final class MatchStage: Stage {
     /// The matcher over raw bytes (no string has escapes or replacements).
     static func fastMatch(_ batch: borrowing EventBatch, _ ev: EventView, _ role: EventRole, _ matcher: RuleMatcher, _ w: inout Work) {
         let found = w.found
-        batch.json.withUnsafeBufferPointer { j in
-            let base = j.baseAddress!
-            func raw(_ n: Int) -> RawText {
+        batch.withJSON { j in
+            func raw(_ n: Int) -> ByteView {
                 let k = found[n]
                 guard k >= 0 else { return .absent }
                 let p = batch.properties[k]
                 switch p.kind {
-                case .string: return RawText(base + Int(p.value.start) + 1, p.value.count - 2)
-                case .number, .bool: return RawText(base + Int(p.value.start), p.value.count)
+                case .string: return j[Int(p.value.start) + 1 ..< Int(p.value.end) - 1]
+                case .number, .bool: return j[p.value]
                 default: return .absent
                 }
             }
@@ -604,7 +562,7 @@ public final class MatchStage: Stage {
             f.currentURL = raw(1)
             f.pagePath = raw(2)
             f.appVersion = raw(3)
-            if ev.lib.isPresent { f.lib = RawText(base + Int(ev.lib.start), ev.lib.count) }
+            if ev.lib.isPresent { f.lib = j[ev.lib] }
             if role == .click {
                 f.elementPath = raw(4)
                 f.elementType = raw(5)
@@ -613,7 +571,7 @@ public final class MatchStage: Stage {
                 if found[8] >= 0 {
                     let p = batch.properties[found[8]]
                     if p.kind == .string { f.content = raw(8) } else if p.kind == .object && p.fix == .keep {
-                        f.contentObject = RawText(base + Int(p.value.start), p.value.count)
+                        f.contentObject = j[p.value]
                     }
                 }
                 f.elementKind = raw(9)
@@ -663,28 +621,7 @@ public final class MatchStage: Stage {
 
     /// One pass over the event's kept properties: the index of each of `names` (the first kept one of a name).
     package static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) {
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-        let nameOfKnown = Self.nameOfKnown, currentURL = Self.currentURL
-        let url: StaticString = "current_url"
-        batch.json.withUnsafeBufferPointer { j in
-            batch.properties.withUnsafeBufferPointer { props in
-                nameOfKnown.withUnsafeBufferPointer { known in
-                    found.withUnsafeMutableBufferPointer { f in
-                        for k in lo..<hi {
-                            let p = props[k]
-                            guard p.fix != .drop else { continue }
-                            if p.known != KnownProperty.none {
-                                let n = Int(known[Int(p.known)])
-                                if n >= 0 && f[n] < 0 { f[n] = k }
-                            } else if p.name.count == url.utf8CodeUnitCount && f[currentURL] < 0
-                                        && memcmpEqual(j.baseAddress! + Int(p.name.start), url.utf8Start, url.utf8CodeUnitCount) {
-                                f[currentURL] = k
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        batch.firstProperties(of: ev, slotOfKnown: nameOfKnown, extra: "current_url", extraSlot: currentURL, into: &found)
     }
 
     /// The value bytes of a kept property (its replacement when fixed).
@@ -701,7 +638,7 @@ public final class MatchStage: Stage {
         switch p.kind {
         case .string:
             if p.fix == .replace || p.valueEscaped {
-                return valueBytes(batch, k).withUnsafeBytes { MiniJSON.string($0) }
+                return valueBytes(batch, k).withByteView { $0.jsonString }
             }
             return String(decoding: batch.json[Int(p.value.start + 1)..<Int(p.value.end - 1)], as: UTF8.self)
         case .number, .bool:
@@ -712,21 +649,23 @@ public final class MatchStage: Stage {
     }
 
     static func objectItems(_ batch: borrowing EventBatch, _ value: Span) -> [(String, String)] {
-        batch.json.withUnsafeBytes { j in
-            let b = UnsafeRawBufferPointer(rebasing: j[Int(value.start)..<Int(value.end)])
-            return MiniJSON.members(b).compactMap { m in
-                MiniJSON.string(UnsafeRawBufferPointer(rebasing: b[m.value])).map { (String(decoding: m.key, as: UTF8.self), $0) }
+        batch.withJSON { j in
+            let b = j[value]
+            var items: [(String, String)] = []
+            b.forEachJSONMember { key, escaped, value in
+                if let text = b[value].jsonString { items.append((String(decoding: escaped ? key.unescaped : key.array, as: UTF8.self), text)) }
+                return true
             }
+            return items
         }
     }
 
     /// `$app_version` inside the event's `lib` object.
     static func libAppVersion(_ batch: borrowing EventBatch, _ lib: Span) -> String? {
         guard lib.isPresent, lib.count > 2 else { return nil }
-        return batch.json.withUnsafeBytes { j in
-            let b = UnsafeRawBufferPointer(rebasing: j[Int(lib.start)..<Int(lib.end)])
-            guard let r = MiniJSON.members(b).first(where: { $0.key == Array("$app_version".utf8) })?.value else { return nil }
-            return MiniJSON.string(UnsafeRawBufferPointer(rebasing: b[r]))
+        return batch.withJSON { j in
+            let b = j[lib]
+            return b.jsonMember(RuleMatcher.appVersionKey).flatMap { b[$0].jsonString }
         }
     }
 
@@ -735,8 +674,8 @@ public final class MatchStage: Stage {
     static func parameterValue(_ batch: borrowing EventBatch, _ ev: EventView, _ e: HitOutputs.Entry, _ outputs: HitOutputs,
                                _ w: borrowing Work) -> (span: Span, inScratch: Bool)? {
         func property(_ n: Int32) -> Int? { n >= 0 && w.seen[Int(n)] == w.stamp ? Int(w.first[Int(n)]) : nil }
-        return outputs.bytes.withUnsafeBytes { ob in
-            let key = UnsafeRawBufferPointer(rebasing: ob[Int(e.keyStart)..<Int(e.keyEnd)])
+        return outputs.bytes.withByteView { ob in
+            let key = ob[Int(e.keyStart)..<Int(e.keyEnd)]
             switch e.source {
             case .constant, .none:
                 return nil
@@ -761,13 +700,13 @@ public final class MatchStage: Stage {
     }
 
     /// Member `key` of kept object property `k` (or, depth-first, of the objects inside it), as a span of `json`.
-    static func inObject(_ batch: borrowing EventBatch, _ k: Int, _ key: UnsafeRawBufferPointer, depthFirst: Bool) -> Span? {
+    static func inObject(_ batch: borrowing EventBatch, _ k: Int, _ key: ByteView, depthFirst: Bool) -> Span? {
         let p = batch.properties[k]
         guard p.kind == .object, p.fix == .keep else { return nil }
-        return batch.json.withUnsafeBytes { j in
+        return batch.withJSON { j in
             let lo = Int(p.value.start)
-            let b = UnsafeRawBufferPointer(rebasing: j[lo..<Int(p.value.end)])
-            let r = depthFirst ? MiniJSON.findDepthFirst(key, in: b) : MiniJSON.member(key, in: b)
+            let b = j[p.value]
+            let r = depthFirst ? b.jsonMemberDepthFirst(key) : b.jsonMember(key)
             return r.map { Span(lo + $0.lowerBound, lo + $0.upperBound) }
         }
     }
@@ -797,7 +736,7 @@ extension MatchStage {
         let file = absolute(spec.file)
         let rules = config.rules.hasPrefix("/") ? config.rules : String(file[..<file.lastIndex(of: "/")!]) + "/" + config.rules
         let oldRules = absolute(oldRules)
-        let q = MiniJSON.quoted
+        let q = JSONOut.quoted
         let yaml = "kind: \(kind)\nrules: \(q(rules))\nreload: false\nrules_changed_since: \(q(oldRules))\n"
         var out = spec
         out.stages[m].node = try ConfigDocument.parse(yaml: yaml, file: spec.file, environment: [:])
@@ -876,20 +815,4 @@ final class RulesMailbox: Sendable {
     func put(_ delivery: Delivery) { slot.withLock { $0 = delivery } }
 
     func take() -> Delivery? { slot.withLock { d in defer { d = nil }; return d } }
-}
-
-@inline(__always)
-private func memcmpEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool {
-    var i = 0
-    // 8 bytes at a time: the names looked for are 10 to 18 bytes.
-    while i &+ 8 <= n {
-        if UnsafeRawPointer(a).loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            != UnsafeRawPointer(b).loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
-        i &+= 8
-    }
-    while i < n {
-        if a[i] != b[i] { return false }
-        i += 1
-    }
-    return true
 }

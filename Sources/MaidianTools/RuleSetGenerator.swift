@@ -19,7 +19,7 @@ extension EventFacts {
         func text(_ name: StaticString) -> String? {
             guard let (p, bytes) = value(name) else { return nil }
             switch p.kind {
-            case .string: return bytes.withUnsafeBytes { JSONMembers.string($0) }
+            case .string: return bytes.withByteView { $0.jsonString }
             case .number, .bool: return String(decoding: bytes, as: UTF8.self)
             default: return nil
             }
@@ -33,14 +33,14 @@ extension EventFacts {
         for k in Int(ev.firstProperty)..<Int(ev.firstProperty + ev.propertyCount) where batch.properties[k].fix != .drop {
             let p = batch.properties[k]
             let rawName = Array(batch.json[Int(p.name.start)..<Int(p.name.end)])
-            let name = p.nameEscaped ? rawName.withUnsafeBytes { unescapeJSONString($0) } : rawName
+            let name = p.nameEscaped ? rawName.withByteView { $0.unescaped } : rawName
             let span = p.fix == .replace ? p.replacement : p.value
             let arena = p.fix == .replace ? batch.scratch : batch.json
             f.properties.append((String(decoding: name, as: UTF8.self), String(decoding: arena[Int(span.start)..<Int(span.end)], as: UTF8.self)))
         }
         if f.appVersion == nil, ev.lib.isPresent {
             let lib = Array(batch.json[Int(ev.lib.start)..<Int(ev.lib.end)])
-            f.appVersion = lib.withUnsafeBufferPointer { RuleMatcher.libAppVersion(RawText($0.baseAddress, $0.count)) }
+            f.appVersion = lib.withByteView { RuleMatcher.libAppVersion($0) }
         }
         guard role == .click else { return (role, f) }
         f.elementPath = text("$element_path")
@@ -49,12 +49,12 @@ extension EventFacts {
         f.elementIndex = text("$element_index")
         if let (p, bytes) = value("$element_content") {
             if p.kind == .string {
-                f.content = bytes.withUnsafeBytes { JSONMembers.string($0) }
+                f.content = bytes.withByteView { $0.jsonString }
             } else if p.kind == .object && p.fix == .keep {
-                bytes.withUnsafeBytes { b in
-                    JSONMembers.forEach(in: b) { key, escaped, value in
-                        if let text = JSONMembers.string(UnsafeRawBufferPointer(rebasing: b[value])) {
-                            f.contentItems.append((String(decoding: escaped ? unescapeJSONString(key) : Array(key), as: UTF8.self), text))
+                bytes.withByteView { b in
+                    b.forEachJSONMember { key, escaped, value in
+                        if let text = b[value].jsonString {
+                            f.contentItems.append((String(decoding: escaped ? key.unescaped : key.array, as: UTF8.self), text))
                         }
                         return true
                     }
@@ -96,22 +96,24 @@ public struct RuleCatalog: Sendable {
     private var elementCounts: [Element: (Int, Int)] = [:]
     private var actionCounts: [Action: (Int, Int)] = [:]
     private var versionSet: [String: Int] = [:]
-    private var seen = 0
+    /// First sightings so far: each new page, element or action identifier gets the next number, so ties in
+    /// count are ordered by first sighting, also between the identifiers of one click (ordering them by the
+    /// event's number left those ties to the dictionary's per-process order).
+    private var firsts = 0
 
     /// An empty catalog.
     public init() {}
 
     /// Notes one event.
     public mutating func observe(role: EventRole, facts f: EventFacts) {
-        seen += 1
         if let v = f.appVersion, versionSet[v] == nil { versionSet[v] = versionSet.count }
         switch role {
         case .pageEnter:
             guard let screen = f.page else { return }
-            Self.count(&pageCounts, Page(screen: screen, pagePath: f.pagePath), seen)
-            Self.count(&actionCounts, Action(kind: .pagePV, id: screen), seen)
+            Self.count(&pageCounts, Page(screen: screen, pagePath: f.pagePath), &firsts)
+            Self.count(&actionCounts, Action(kind: .pagePV, id: screen), &firsts)
         case .click:
-            for (kind, id) in f.actionIdentifiers { Self.count(&actionCounts, Action(kind: kind, id: id), seen) }
+            for (kind, id) in f.actionIdentifiers { Self.count(&actionCounts, Action(kind: kind, id: id), &firsts) }
             guard let path = f.elementPath, let type = f.elementType else { return }
             var section: Int?, row: Int?
             if let pos = f.elementPosition {
@@ -120,14 +122,14 @@ public struct RuleCatalog: Sendable {
             }
             Self.count(&elementCounts, Element(
                 page: f.page, pagePath: f.pagePath, path: path, type: type, index: f.elementIndex.flatMap { Int($0) },
-                section: section, row: row, content: f.content, items: f.contentItems.map(\.0), itemValues: f.contentItems.map(\.1)), seen)
+                section: section, row: row, content: f.content, items: f.contentItems.map(\.0), itemValues: f.contentItems.map(\.1)), &firsts)
         case .other:
             break
         }
     }
 
-    private static func count<K: Hashable>(_ d: inout [K: (Int, Int)], _ k: K, _ seen: Int) {
-        if let (n, first) = d[k] { d[k] = (n + 1, first) } else { d[k] = (1, seen) }
+    private static func count<K: Hashable>(_ d: inout [K: (Int, Int)], _ k: K, _ firsts: inout Int) {
+        if let (n, first) = d[k] { d[k] = (n + 1, first) } else { d[k] = (1, firsts); firsts += 1 }
     }
 
     private static func ordered<K: Hashable>(_ d: [K: (Int, Int)]) -> [K] {

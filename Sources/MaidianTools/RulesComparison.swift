@@ -49,7 +49,7 @@ public struct RulesComparison: Sendable {
 
     /// `{"rules": [{"id", "status", "live", "candidate"}], "differing": n}` (absent counts are null).
     public var json: String {
-        let q = MiniJSON.quoted
+        let q = JSONOut.quoted
         let items = rows.map {
             "{\"id\":\(q($0.id)),\"status\":\(q($0.status)),\"live\":\($0.live.map(String.init) ?? "null"),\"candidate\":\($0.candidate.map(String.init) ?? "null")}"
         }

@@ -106,7 +106,7 @@ public final class RulesDoctorRun {
 
     /// `{"alerts": [records], "proposals": [{rule, app_version, old_path, new_path, near_misses, repaired, fragment}]}`.
     public var json: String {
-        let q = MiniJSON.quoted
+        let q = JSONOut.quoted
         let p = proposals.map {
             "{\"rule\":\(q($0.rule)),\"app_version\":\(q($0.appVersion)),\"old_path\":\(q($0.oldPath)),\"new_path\":\(q($0.newPath)),"
                 + "\"near_misses\":\($0.nearMisses),\"repaired\":\($0.repaired),\"fragment\":\(q($0.fragment))}"

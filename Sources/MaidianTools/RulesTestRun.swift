@@ -138,7 +138,7 @@ public final class RulesTestRun {
                 var content: String?
                 if hit.content.isPresent {
                     let bytes = hit.contentInScratch ? batch.scratch : batch.json
-                    content = bytes.withUnsafeBytes { MiniJSON.string(UnsafeRawBufferPointer(rebasing: $0[Int(hit.content.start)..<Int(hit.content.end)])) }
+                    content = bytes.withByteView { $0[hit.content].jsonString }
                     if let content { report.rules[r].contents[content, default: 0] += 1 }
                 }
                 if report.rules[r].examples.count < options.examples {
@@ -175,7 +175,7 @@ public final class RulesTestRun {
         }
         // distinct_id and event are raw string contents: widen to the quotes to decode escapes.
         func string(_ s: Span) -> String {
-            batch.json.withUnsafeBytes { MiniJSON.string(UnsafeRawBufferPointer(rebasing: $0[Int(s.start - 1)..<Int(s.end + 1)])) } ?? ""
+            batch.withJSON { $0[Int(s.start - 1)..<Int(s.end + 1)].jsonString } ?? ""
         }
         return RulesReport.Example(
             trackID: ev.hasTrackID ? ev.trackID : nil, distinctID: string(ev.distinctID), time: ev.time, event: string(ev.eventName),

@@ -1,3 +1,4 @@
+import MaidianEvents
 import MaidianPipeline
 @testable import MaidianRules
 import XCTest
@@ -43,12 +44,12 @@ final class AnyOfTests: XCTestCase {
         let bytes = strings.map { $0.map { Array($0.utf8) } }
         var storage: [UnsafeMutablePointer<UInt8>] = []
         defer { storage.forEach { $0.deallocate() } }
-        func raw(_ b: [UInt8]?) -> RawText {
+        func raw(_ b: [UInt8]?) -> ByteView {
             guard let b else { return .absent }
             let p = UnsafeMutablePointer<UInt8>.allocate(capacity: max(b.count, 1))
             p.initialize(from: b, count: b.count)
             storage.append(p)
-            return RawText(p, b.count)
+            return ByteView(p, b.count)
         }
         var r = RawFacts()
         r.screenName = raw(bytes[0]); r.pagePath = raw(bytes[1]); r.elementPath = raw(bytes[2]); r.elementType = raw(bytes[3])

@@ -1,3 +1,4 @@
+import MaidianEvents
 import MaidianPipeline
 @testable import MaidianRules
 import XCTest
@@ -104,10 +105,10 @@ final class ConditionsTests: XCTestCase {
         XCTAssertEqual(ids(m, .click, button([("price", #""-""#)])), [], "a sign alone is no number")
         XCTAssertEqual(ids(m, .click, button([("price", "-5")])), [], "negative")
         XCTAssertEqual(ids(m, .click, button([("price", "0")])), ["buy_cheap_or_free"])
-        XCTAssertEqual(numberValue(RawText(nil, 0)), nil)
+        XCTAssertEqual(numberValue(ByteView(nil, 0)), nil)
         for text in ["12", "-12", "007", "1e2", "12.50", "-0.5", "9007199254740993"] {
             let bytes = Array(text.utf8)
-            let got = bytes.withUnsafeBufferPointer { numberValue(RawText($0.baseAddress, $0.count)) }
+            let got = bytes.withUnsafeBufferPointer { numberValue(ByteView($0.baseAddress, $0.count)) }
             XCTAssertEqual(got, Double(text), text)
         }
     }
@@ -188,8 +189,8 @@ final class ConditionsTests: XCTestCase {
             path.withUnsafeBufferPointer { p in
                 type.withUnsafeBufferPointer { t in
                     var f = RawFacts()
-                    f.elementPath = RawText(p.baseAddress!, p.count)
-                    f.elementType = RawText(t.baseAddress!, t.count)
+                    f.elementPath = ByteView(p.baseAddress!, p.count)
+                    f.elementType = ByteView(t.baseAddress!, t.count)
                     var hits: [Int] = [], buffer: [UInt8] = []
                     cache.match(role: .click, facts: f, into: &hits, buffer: &buffer)
                     var reader = FactsProperties(pairs: props)
@@ -214,7 +215,7 @@ final class ConditionsTests: XCTestCase {
         lib.withUnsafeBufferPointer { b in
             var reader = FactsProperties(pairs: [])
             var scratch = ConditionScratch()
-            m.applyConditions(&hits, from: 0, properties: &reader, lib: RawText(b.baseAddress!, b.count), scratch: &scratch)
+            m.applyConditions(&hits, from: 0, properties: &reader, lib: ByteView(b.baseAddress!, b.count), scratch: &scratch)
         }
         XCTAssertEqual(hits, [0])
         hits = [0]
@@ -222,7 +223,7 @@ final class ConditionsTests: XCTestCase {
         other.withUnsafeBufferPointer { b in
             var reader = FactsProperties(pairs: [])
             var scratch = ConditionScratch()
-            m.applyConditions(&hits, from: 0, properties: &reader, lib: RawText(b.baseAddress!, b.count), scratch: &scratch)
+            m.applyConditions(&hits, from: 0, properties: &reader, lib: ByteView(b.baseAddress!, b.count), scratch: &scratch)
         }
         XCTAssertEqual(hits, [])
     }

@@ -64,13 +64,13 @@ final class MatcherTests: XCTestCase {
     func rawHits(_ m: RuleMatcher, _ role: EventRole, _ f: EventFacts) -> [Int] {
         var storage: [UnsafeMutablePointer<UInt8>] = []
         defer { storage.forEach { $0.deallocate() } }
-        func raw(_ s: String?) -> RawText {
+        func raw(_ s: String?) -> ByteView {
             guard let s else { return .absent }
             let bytes = Array(s.utf8)
             let p = UnsafeMutablePointer<UInt8>.allocate(capacity: max(bytes.count, 1))
             p.initialize(from: bytes, count: bytes.count)
             storage.append(p)
-            return RawText(p, bytes.count)
+            return ByteView(p, bytes.count)
         }
         var r = RawFacts()
         r.screenName = raw(f.screenName); r.currentURL = raw(f.currentURL); r.pagePath = raw(f.pagePath)

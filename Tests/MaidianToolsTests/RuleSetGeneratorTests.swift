@@ -3,7 +3,7 @@ import MaidianEvents
 import MaidianPipeline
 import MaidianRecording
 @testable import MaidianRules
-import MaidianTools
+@testable import MaidianTools
 import XCTest
 
 /// The rules sets `maidian bench-match` generates, checked without timing: they load, and the indexed matcher
@@ -62,6 +62,23 @@ final class RuleSetGeneratorTests: XCTestCase {
                           singles: try rules.elements.map { try $0.identifierRegex.map { try RegexSet([$0]) } })
         Self.cache[count] = g
         return g
+    }
+
+    /// A control click names two action identifiers (with and without its tag) that are seen equally often:
+    /// the catalog orders them by first sighting, not by the dictionary's per-process order (which made the
+    /// actions of generated files differ between runs). 24 such pairs: a random order passes once in 2^24.
+    func testTiedActionIdentifiersAreOrderedByFirstSighting() {
+        var catalog = RuleCatalog()
+        for n in 0..<24 {
+            var f = EventFacts()
+            f.elementKind = "control"
+            f.target = "Controller\(n)"
+            f.action = "tap:"
+            f.tag = "\(n % 3)"
+            catalog.observe(role: .click, facts: f)
+        }
+        let expected = (0..<24).flatMap { n in ["Controller\(n)/tap:/\(n % 3)", "Controller\(n)/tap:"] }
+        XCTAssertEqual(catalog.actions.map(\.id), expected)
     }
 
     func testGeneratedSetsLoadWithEveryRuleKind() throws {
