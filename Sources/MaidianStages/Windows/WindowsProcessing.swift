@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import MaidianEvents
 import MaidianPipeline
 
@@ -34,12 +31,12 @@ extension WindowsStage {
         lateEvents.removeAll(keepingCapacity: true)
         tooLateEvents.removeAll(keepingCapacity: true)
         // Counting and queueing only read the batch; late events are marked after.
-        batch.withWindowsView { v in
+        batch.withView { v in
             // Consecutive records mostly share a partition: its state is kept at hand.
             var lastPartition: Int32 = -1
             var lastState: PartitionWindows?
-            for r in 0..<v.records.count {
-                let rec = v.records[r]
+            for r in 0..<v.recordCount {
+                let rec = v.record(r)
                 guard rec.status != .dropped else { continue }
                 let st: PartitionWindows
                 if let s = lastState, rec.partition == lastPartition { st = s } else {
@@ -50,7 +47,7 @@ extension WindowsStage {
                 // `lastRecord` is -1 until the partition's first record in this batch.
                 if st.lastRecord < 0 { touched.append(st) }
                 // What re-read records complete is written (and not produced again) before later records count.
-                if !rec.replay && st.lastRecord >= 0 && v.records[Int(st.lastRecord)].replay {
+                if !rec.replay && st.lastRecord >= 0 && v.record(Int(st.lastRecord)).replay {
                     advance(st, final: false, record: st.lastRecord, output: &output)
                     st.ownerRecord = Int32(r)
                 }
@@ -67,9 +64,7 @@ extension WindowsStage {
                 // (`take` then made the same update): nothing reads `lastReceived` or forgets installs meanwhile.
                 let hasKey = rec.key.isPresent && rec.key.count > 0
                 if hasKey {
-                    var h = Hash64()
-                    h.add(v.input.baseAddress! + Int(rec.key.start), rec.key.count)
-                    recordKey = h.value
+                    recordKey = v.inputBytes(rec.key).hash
                     recordKeyTaken = false
                 }
                 // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
@@ -78,7 +73,7 @@ extension WindowsStage {
                 var newest = st.maxTime
                 var drained = false
                 for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
-                    let ev = v.events[i]
+                    let ev = v.event(i)
                     guard ev.status == .live, ev.type.isTrack else { continue }
                     if newest.map({ ev.time > $0 }) ?? true { newest = ev.time }
                     if ev.time < watermark {
@@ -195,12 +190,9 @@ extension WindowsStage {
     /// is kept for the same bytes.
     private func libAppVersion(_ v: BatchView, _ ev: Event, to out: inout [UInt8]) -> Bool {
         guard ev.lib.isPresent else { return false }
-        let lo = Int(ev.lib.start), n = ev.lib.count
-        let same = libMemoKey.count == n && libMemoKey.withUnsafeBufferPointer { m in
-            n == 0 || memcmp(v.json.baseAddress! + lo, m.baseAddress!, n) == 0
-        }
-        if !same {
-            libMemoKey = Array(UnsafeBufferPointer(start: v.json.baseAddress! + lo, count: n))
+        let lib = v.jsonBytes(ev.lib)
+        if !lib.equals(libMemoKey) {
+            libMemoKey = lib.array
             var value: [UInt8] = []
             libMemoValue = v.appendLibAppVersion(ev, to: &value) ? value : nil
         }
@@ -213,20 +205,11 @@ extension WindowsStage {
     private func role(_ v: BatchView, _ ev: Event) -> (Int, Int32) {
         let name = ev.eventName
         guard name.isPresent else { return (-1, -1) }
-        let p = v.json.baseAddress! + Int(name.start)
-        var h = ev.eventNameHash
-        if h == 0 {
-            var hasher = Hash64()
-            hasher.add(p, name.count)
-            h = hasher.value
-        }
-        if let entry = roleByHash.get(h) {
-            let e = roleEntries[Int(entry)]
-            if e.count == name.count && bytesEqual(p, e.name, e.count) { return (e.role, e.event) }
-        }
-        guard roleHashCollisions else { return (-1, -1) }
-        for e in roleEntries where e.count == name.count && memcmp(p, e.name, e.count) == 0 { return (e.role, e.event) }
-        return (-1, -1)
+        let bytes = v.jsonBytes(name)
+        let h = ev.eventNameHash != 0 ? ev.eventNameHash : bytes.hash
+        guard let k = roleNames.index(of: bytes, hash: h) else { return (-1, -1) }
+        let e = roleOfName[k]
+        return (e.role, e.event)
     }
 
     /// The number of the event's dims: the texts of the `by` properties (in `dimNames` order), each as a
@@ -246,7 +229,7 @@ extension WindowsStage {
                 t.append(to: &identity)
             } else if n == appVersionSlot {
                 has = libAppVersion(v, ev, to: &identity)
-            } else if let t = dimNames[n].withUnsafeBufferPointer({ v.text(ofAdded: $0, ev) }) {
+            } else if let t = dimNames[n].withByteView({ v.text(ofAdded: $0, ev) }) {
                 // A preset or rule parameter an earlier stage added (enrichment never overwrites a client
                 // property, so one sent by the client was found above).
                 t.append(to: &identity)
@@ -310,7 +293,7 @@ extension WindowsStage {
 
     private func appendJSONString(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
         out.append(0x22)
-        bytes.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
+        bytes.appendEscaped(to: &out)
         out.append(0x22)
     }
 
@@ -322,11 +305,11 @@ extension WindowsStage {
         let closed = max(st.closedUpTo, st.recordWatermark)
         let more = st.sizes.count > 1
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
-            let hit = v.hits[h]
-            let rule = BatchView.stringText(v.scratch, hit.id).withDecoded { ruleTexts.intern($0) }
+            let hit = v.hit(h)
+            let rule = v.scratchString(hit.id).withDecoded { ruleTexts.intern($0) }
             var content: Int32 = -1
             if hit.content.isPresent {
-                content = BatchView.stringText(hit.contentInScratch ? v.scratch : v.json, hit.content).withDecoded { contents.intern($0) }
+                content = (hit.contentInScratch ? v.scratchString(hit.content) : v.jsonString(hit.content)).withDecoded { contents.intern($0) }
             }
             var tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
             add(first, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
@@ -368,11 +351,9 @@ extension WindowsStage {
             let c = combo(tuple)
             let pieces = combos[Int(c)]
             let keyStart = st.lateKeys.count
-            comboBytes.withUnsafeBufferPointer { b in
-                st.lateKeys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keyPrefix]))
-                JSONOut.appendInt(tuple.windowStart, to: &st.lateKeys)
-                st.lateKeys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keySuffix]))
-            }
+            st.lateKeys.append(bytesOf: comboBytes, pieces.keyPrefix)
+            JSONOut.appendInt(tuple.windowStart, to: &st.lateKeys)
+            st.lateKeys.append(bytesOf: comboBytes, pieces.keySuffix)
             a = Int32(st.lateAggregates.count)
             st.lateAggregates.append(Aggregate(windowEnd: saturatingAdd(tuple.windowStart, st.window), isDwell: tuple.metric == 2, combo: c,
                                                windowStart: tuple.windowStart, keyStart: Int32(keyStart),
@@ -396,21 +377,15 @@ extension WindowsStage {
         let w = st.window(end: end)
         // The key goes to the window's arena; it stays there only for a new aggregate.
         let keyStart = w.keys.count
-        comboBytes.withUnsafeBufferPointer { b in
-            w.keys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keyPrefix]))
-            JSONOut.appendInt(tuple.windowStart, to: &w.keys)
-            w.keys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keySuffix]))
-        }
+        w.keys.append(bytesOf: comboBytes, pieces.keyPrefix)
+        JSONOut.appendInt(tuple.windowStart, to: &w.keys)
+        w.keys.append(bytesOf: comboBytes, pieces.keySuffix)
         let keyCount = w.keys.count - keyStart
-        var h = w.keys.withUnsafeBufferPointer { k in
-            var hasher = Hash64()
-            hasher.add(k.baseAddress! + keyStart, keyCount)
-            return hasher.value
-        }
+        var h = w.keys.withByteView { $0[keyStart ..< (keyStart + keyCount)].hash }
         while let v = w.table.get(h) {
             let other = st.aggregates[Int(v)]
-            let same = Int(other.keyCount) == keyCount && w.keys.withUnsafeBufferPointer { k in
-                memcmp(k.baseAddress! + Int(other.keyStart), k.baseAddress! + keyStart, keyCount) == 0
+            let same = Int(other.keyCount) == keyCount && w.keys.withByteView { k in
+                k[Int(other.keyStart) ..< (Int(other.keyStart) + keyCount)].equals(k[keyStart ..< (keyStart + keyCount)])
             }
             if same {
                 w.keys.removeLast(keyCount)
@@ -516,14 +491,12 @@ extension WindowsStage {
     /// `{"metric":..,"rule":..,"window_start":..,"window_end":..,"dims":{..}`.
     func appendHead(_ agg: Aggregate, to out: inout [UInt8]) {
         let pieces = combos[Int(agg.combo)]
-        comboBytes.withUnsafeBufferPointer { b in
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.headPrefix]))
-            JSONOut.appendInt(agg.windowStart, to: &out)
-            JSONOut.appendRaw(",\"window_end\":", to: &out)
-            JSONOut.appendInt(agg.windowEnd, to: &out)
-            JSONOut.appendRaw(",\"dims\":", to: &out)
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.headDims]))
-        }
+        out.append(bytesOf: comboBytes, pieces.headPrefix)
+        JSONOut.appendInt(agg.windowStart, to: &out)
+        JSONOut.appendRaw(",\"window_end\":", to: &out)
+        JSONOut.appendInt(agg.windowEnd, to: &out)
+        JSONOut.appendRaw(",\"dims\":", to: &out)
+        out.append(bytesOf: comboBytes, pieces.headDims)
     }
 
     /// `{$element_path}-{$element_type}({position})_[{content}]` (wire format §3) into `identifier`.
@@ -537,7 +510,7 @@ extension WindowsStage {
         if !v.appendText(ofProperty: found[5], to: &identifier) { _ = v.appendText(ofProperty: found[6], to: &identifier) }
         JSONOut.appendRaw(")_[", to: &identifier)
         let k = found[7]
-        if k >= 0 && v.properties[k].kind == .string {
+        if k >= 0 && v.property(k).kind == .string {
             _ = v.appendText(ofProperty: k, to: &identifier)
         } else {
             JSONOut.appendRaw("null", to: &identifier)
@@ -550,17 +523,17 @@ extension WindowsStage {
         keyBuffer.removeAll(keepingCapacity: true)
         keyBuffer.append(0x5B)
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
-            let hit = v.hits[h]
+            let hit = v.hit(h)
             guard hit.metric == .pv else { continue }
             if keyBuffer.count > 1 { keyBuffer.append(0x2C) }
-            keyBuffer.append(contentsOf: UnsafeBufferPointer(start: v.scratch.baseAddress! + Int(hit.id.start), count: hit.id.count))
+            keyBuffer.append(v.scratchBytes(hit.id))
         }
         keyBuffer.append(0x5D)
         let r = ruleSets.intern(keyBuffer)
         if Int(r) == ruleSetRules.count {
             var ids: [Int32] = []
-            for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) where v.hits[h].metric == .pv {
-                ids.append(BatchView.stringText(v.scratch, v.hits[h].id).withDecoded { ruleTexts.intern($0) })
+            for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) where v.hit(h).metric == .pv {
+                ids.append(v.scratchString(v.hit(h).id).withDecoded { ruleTexts.intern($0) })
             }
             ruleSetRules.append(ids)
         }
