@@ -185,35 +185,11 @@ public final class WindowsStage: Stage, Repartitioning {
     /// Index in `dimNames` of `app_version` (read from `lib` when properties lack it), or -1.
     let appVersionSlot: Int
     let finder: PropertyFinder
-    let ignored: [[UInt8]]
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
     var held: [Int32] = []
-    @exclusivity(unchecked) var pagesText = Interner()
-    @exclusivity(unchecked) var elementsText = Interner()
-    @exclusivity(unchecked) var eventNames = Interner()
-    @exclusivity(unchecked) var ruleSets = Interner()
-    /// Per `ruleSets` number: the `ruleTexts` numbers of its rules.
-    @exclusivity(unchecked) var ruleSetRules: [[Int32]] = []
-    /// Decoded rule ids and `group_by_content` contents, numbered for aggregate tuples.
-    @exclusivity(unchecked) var ruleTexts = Interner()
-    @exclusivity(unchecked) var contents = Interner()
-    /// Visit dims: `k=v,...` keys, and the JSON first seen for each.
-    @exclusivity(unchecked) var dimsSets = Interner()
-    @exclusivity(unchecked) var dimsHeads: [[UInt8]] = []
-    /// Dims identities (see `dimsIdentity`) and their forms.
-    @exclusivity(unchecked) var dimsIdentities = Interner()
-    @exclusivity(unchecked) var dimsInfos: [DimsInfo] = []
-    /// Aggregate combos (tuples without their window), by hash, with their key and head pieces.
-    @exclusivity(unchecked) var comboTable = HashTable64(capacity: 256)
-    @exclusivity(unchecked) var combos: [ComboPieces] = []
-    @exclusivity(unchecked) var comboBytes: [UInt8] = []
-    /// Visit record heads by (page, rule set): see `visitHead`.
-    @exclusivity(unchecked) var visitHeads = HashTable64(capacity: 64)
-    @exclusivity(unchecked) var visitHeadBytes: [UInt8] = []
-    @exclusivity(unchecked) var visitHeadSpans: [Range<Int>] = []
-    /// Per `pagesText` number: whether the page is ignored (filled on demand).
-    @exclusivity(unchecked) var pageIgnored: [Bool] = []
+    /// The interned texts, dims, combos and record heads (see `WindowsCatalog`).
+    let catalog: WindowsCatalog
     /// The role names, in role order (a name listed twice is found under its first role, as a scan in role
     /// order would find it), and per member number its role and interned event name.
     let roleNames: TextSet
@@ -283,7 +259,6 @@ public final class WindowsStage: Stage, Repartitioning {
         let roleLists = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash]
         var names = Interner()
         let roleEventIDs = roleLists.map { $0.map { names.intern(Array($0.utf8)) } }
-        eventNames = names
         var members: [String] = []
         var ofName: [(role: Int, event: Int32)] = []
         for (role, list) in roleLists.enumerated() {
@@ -294,7 +269,9 @@ public final class WindowsStage: Stage, Repartitioning {
         }
         self.roleNames = TextSet(members)
         roleOfName = ofName
-        ignored = (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) }
+        catalog = WindowsCatalog(
+            eventNames: names,
+            ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
         windowMerger = WindowMerger(sizes: config.sizes.enumerated().map { ($0.offset == 0 ? 0 : $0.element.window.milliseconds, $0.element.countsTopic) },
                                     allowedLateness: config.allowedLateness.milliseconds,
                                     lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)

@@ -137,16 +137,16 @@ extension WindowsStage {
         key = (key ^ (key >> 33)) &* 0xFF51_AFD7_ED55_8CCD
         key = (key ^ (key >> 33)) &* 0xC4CE_B9FE_1A85_EC53
         key ^= key >> 33
-        if let i = visitHeads.get(key) { return visitHeadSpans[Int(i)] }
-        let start = visitHeadBytes.count
-        JSONOut.appendRaw(",\"page\":", to: &visitHeadBytes)
-        appendString(pagesText[page], to: &visitHeadBytes)
-        JSONOut.appendRaw(",\"rules\":", to: &visitHeadBytes)
-        visitHeadBytes.append(contentsOf: ruleSets[rules])
-        JSONOut.appendRaw(",\"enter_time\":", to: &visitHeadBytes)
-        visitHeads.set(key, Int64(visitHeadSpans.count))
-        visitHeadSpans.append(start..<visitHeadBytes.count)
-        return start..<visitHeadBytes.count
+        if let i = catalog.visitHeads.get(key) { return catalog.visitHeadSpans[Int(i)] }
+        let start = catalog.visitHeadBytes.count
+        JSONOut.appendRaw(",\"page\":", to: &catalog.visitHeadBytes)
+        appendString(catalog.pagesText[page], to: &catalog.visitHeadBytes)
+        JSONOut.appendRaw(",\"rules\":", to: &catalog.visitHeadBytes)
+        catalog.visitHeadBytes.append(contentsOf: catalog.ruleSets[rules])
+        JSONOut.appendRaw(",\"enter_time\":", to: &catalog.visitHeadBytes)
+        catalog.visitHeads.set(key, Int64(catalog.visitHeadSpans.count))
+        catalog.visitHeadSpans.append(start..<catalog.visitHeadBytes.count)
+        return start..<catalog.visitHeadBytes.count
     }
 
     /// A closed visit: its `metrics.dwell` record (with the `distinct_id` of the event that closed it, else of
@@ -158,7 +158,7 @@ extension WindowsStage {
         let idStart = closer?.idStart ?? v.idStart
         let (keyStart, valueStart) = beginUserRecord(st, idStart: idStart, &output)
         let head = visitHead(page: v.page, rules: v.rules)
-        output.bytes.append(bytesOf: visitHeadBytes, head)
+        output.bytes.append(bytesOf: catalog.visitHeadBytes, head)
         JSONOut.appendInt(v.enter, to: &output.bytes)
         if let time {
             JSONOut.appendRaw(",\"leave_time\":", to: &output.bytes)
@@ -181,7 +181,7 @@ extension WindowsStage {
         // The visit is written once; its duration goes into the windows of every size.
         for size in st.sizes {
             let windowStart = size.windowStart(of: time)
-            for rule in ruleSetRules[Int(v.rules)] {
+            for rule in catalog.ruleSetRules[Int(v.rules)] {
                 let tuple = AggregateTuple(metric: 2, rule: rule, dims: v.dims, content: -1, windowStart: windowStart)
                 add(size, st, tuple, closed: closed, offset: offset, user: userHash, duration: duration)
             }
@@ -195,7 +195,7 @@ extension WindowsStage {
         JSONOut.appendRaw(",\"crash_time\":", to: &output.bytes)
         JSONOut.appendInt(e.time, to: &output.bytes)
         JSONOut.appendRaw(",\"app_version\":", to: &output.bytes)
-        if e.appVersion >= 0 { appendString(pagesText[e.appVersion], to: &output.bytes) } else { JSONOut.appendRaw("null", to: &output.bytes) }
+        if e.appVersion >= 0 { appendString(catalog.pagesText[e.appVersion], to: &output.bytes) } else { JSONOut.appendRaw("null", to: &output.bytes) }
         JSONOut.appendRaw(",\"trail\":[", to: &output.bytes)
         var first = true
         let n = user.trail.count, start = Int(user.trailStart)
@@ -207,12 +207,12 @@ extension WindowsStage {
             JSONOut.appendRaw("{\"time\":", to: &output.bytes)
             JSONOut.appendInt(t.time, to: &output.bytes)
             JSONOut.appendRaw(",\"event\":", to: &output.bytes)
-            appendString(eventNames[t.event], to: &output.bytes)
+            appendString(catalog.eventNames[t.event], to: &output.bytes)
             JSONOut.appendRaw(",\"page\":", to: &output.bytes)
-            appendString(pagesText[t.page], to: &output.bytes)
+            appendString(catalog.pagesText[t.page], to: &output.bytes)
             if t.element >= 0 {
                 JSONOut.appendRaw(",\"element\":", to: &output.bytes)
-                appendString(elementsText[t.element], to: &output.bytes)
+                appendString(catalog.elementsText[t.element], to: &output.bytes)
             }
             output.bytes.append(0x7D)
         }

@@ -140,21 +140,21 @@ extension WindowsStage {
         if role == .pageEnter || role == .pageLeave || role == .click {
             if ev.flags & EventFlag.ignoredPage != 0 { return }
             guard let t = v.text(ofProperty: found[0]) ?? v.text(ofProperty: found[1]) else { return }
-            page = t.withDecoded { pagesText.intern($0) }
+            page = t.withDecoded { catalog.pagesText.intern($0) }
             if isIgnored(page: page) { return }
         }
         var element: Int32 = -1, rules: Int32 = -1, visitDims: Int32 = -1, version: Int32 = -1
         switch role {
         case .click:
             buildIdentifier(v)
-            element = elementsText.intern(identifier)
+            element = catalog.elementsText.intern(identifier)
         case .pageEnter:
             rules = ruleSet(v, ev)
             visitDims = self.visitDims(dims)
         case .crash:
             text.removeAll(keepingCapacity: true)
             if v.appendText(ofProperty: found[2], to: &text) || libAppVersion(v, ev, to: &text) {
-                version = pagesText.intern(text)
+                version = catalog.pagesText.intern(text)
             }
         default:
             break
@@ -179,11 +179,11 @@ extension WindowsStage {
     /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
     @inline(__always)
     private func isIgnored(page: Int32) -> Bool {
-        while pageIgnored.count <= Int(page) {
-            let text = Array(pagesText[Int32(pageIgnored.count)])
-            pageIgnored.append(ignored.contains { $0 == text })
+        while catalog.pageIgnored.count <= Int(page) {
+            let text = Array(catalog.pagesText[Int32(catalog.pageIgnored.count)])
+            catalog.pageIgnored.append(catalog.ignored.contains { $0 == text })
         }
-        return pageIgnored[Int(page)]
+        return catalog.pageIgnored[Int(page)]
     }
 
     /// Appends `lib.$app_version` to `out`; the events of one upload share their `lib`, so the last answer
@@ -244,8 +244,8 @@ extension WindowsStage {
             let length = UInt32(identity.count - at - 5)
             for b in 0..<4 { identity[at + 1 + b] = UInt8(truncatingIfNeeded: length >> UInt32(8 * b)) }
         }
-        let d = dimsIdentities.intern(identity)
-        if Int(d) == dimsInfos.count { dimsInfos.append(makeDimsInfo(identity)) }
+        let d = catalog.dimsIdentities.intern(identity)
+        if Int(d) == catalog.dimsInfos.count { catalog.dimsInfos.append(makeDimsInfo(identity)) }
         return d
     }
 
@@ -282,12 +282,12 @@ extension WindowsStage {
 
     /// The visit dims of a dims identity (interned by key; the first JSON seen for a key is its head).
     private func visitDims(_ d: Int32) -> Int32 {
-        let known = dimsInfos[Int(d)].visitDims
+        let known = catalog.dimsInfos[Int(d)].visitDims
         if known >= 0 { return known }
-        let info = dimsInfos[Int(d)]
-        let visit = dimsSets.intern(info.key)
-        if Int(visit) == dimsHeads.count { dimsHeads.append(info.json) }
-        dimsInfos[Int(d)].visitDims = visit
+        let info = catalog.dimsInfos[Int(d)]
+        let visit = catalog.dimsSets.intern(info.key)
+        if Int(visit) == catalog.dimsHeads.count { catalog.dimsHeads.append(info.json) }
+        catalog.dimsInfos[Int(d)].visitDims = visit
         return visit
     }
 
@@ -306,10 +306,10 @@ extension WindowsStage {
         let more = st.sizes.count > 1
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
             let hit = v.hit(h)
-            let rule = v.scratchString(hit.id).withDecoded { ruleTexts.intern($0) }
+            let rule = v.scratchString(hit.id).withDecoded { catalog.ruleTexts.intern($0) }
             var content: Int32 = -1
             if hit.content.isPresent {
-                content = (hit.contentInScratch ? v.scratchString(hit.content) : v.jsonString(hit.content)).withDecoded { contents.intern($0) }
+                content = (hit.contentInScratch ? v.scratchString(hit.content) : v.jsonString(hit.content)).withDecoded { catalog.contents.intern($0) }
             }
             var tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
             add(first, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
@@ -349,11 +349,11 @@ extension WindowsStage {
         var a = st.lateTable[id] ?? -1
         if a < 0 {
             let c = combo(tuple)
-            let pieces = combos[Int(c)]
+            let pieces = catalog.combos[Int(c)]
             let keyStart = st.lateKeys.count
-            st.lateKeys.append(bytesOf: comboBytes, pieces.keyPrefix)
+            st.lateKeys.append(bytesOf: catalog.comboBytes, pieces.keyPrefix)
             JSONOut.appendInt(tuple.windowStart, to: &st.lateKeys)
-            st.lateKeys.append(bytesOf: comboBytes, pieces.keySuffix)
+            st.lateKeys.append(bytesOf: catalog.comboBytes, pieces.keySuffix)
             a = Int32(st.lateAggregates.count)
             st.lateAggregates.append(Aggregate(windowEnd: saturatingAdd(tuple.windowStart, st.window), isDwell: tuple.metric == 2, combo: c,
                                                windowStart: tuple.windowStart, keyStart: Int32(keyStart),
@@ -372,14 +372,14 @@ extension WindowsStage {
     /// The aggregate of a tuple not seen yet in its window: the one of its text key, created when new.
     func aggregate(_ st: SizeWindows, _ tuple: AggregateTuple) -> Int32 {
         let c = combo(tuple)
-        let pieces = combos[Int(c)]
+        let pieces = catalog.combos[Int(c)]
         let end = saturatingAdd(tuple.windowStart, st.window)
         let w = st.window(end: end)
         // The key goes to the window's arena; it stays there only for a new aggregate.
         let keyStart = w.keys.count
-        w.keys.append(bytesOf: comboBytes, pieces.keyPrefix)
+        w.keys.append(bytesOf: catalog.comboBytes, pieces.keyPrefix)
         JSONOut.appendInt(tuple.windowStart, to: &w.keys)
-        w.keys.append(bytesOf: comboBytes, pieces.keySuffix)
+        w.keys.append(bytesOf: catalog.comboBytes, pieces.keySuffix)
         let keyCount = w.keys.count - keyStart
         var h = w.keys.withByteView { $0[keyStart ..< (keyStart + keyCount)].hash }
         while let v = w.table.get(h) {
@@ -414,13 +414,13 @@ extension WindowsStage {
     private func combo(_ tuple: AggregateTuple) -> Int32 {
         let combo = tuple.combo
         var h = combo.hash
-        while let v = comboTable.get(h) {
-            if combos[Int(v)].combo == combo { return Int32(v) }
+        while let v = catalog.comboTable.get(h) {
+            if catalog.combos[Int(v)].combo == combo { return Int32(v) }
             h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
         }
-        let c = Int32(combos.count)
-        comboTable.set(h, Int64(c))
-        combos.append(makePieces(combo))
+        let c = Int32(catalog.combos.count)
+        catalog.comboTable.set(h, Int64(c))
+        catalog.combos.append(makePieces(combo))
         return c
     }
 
@@ -428,21 +428,21 @@ extension WindowsStage {
     /// names); head `{"metric":..,"rule":..,"window_start":` + window start + `,"window_end":` + window end +
     /// `,"dims":` + dims JSON.
     private func makePieces(_ combo: AggregateTuple) -> ComboPieces {
-        let rule = ruleTexts[combo.rule]
+        let rule = catalog.ruleTexts[combo.rule]
         let metric: StaticString, dimsKey: ArraySlice<UInt8>, dimsJSON: [UInt8], content: ArraySlice<UInt8>?
         var positions = (0, 1)
         if combo.metric == 2 {
-            (metric, dimsKey, dimsJSON, content) = ("dwell", dimsSets[combo.dims], dimsHeads[Int(combo.dims)], nil)
+            (metric, dimsKey, dimsJSON, content) = ("dwell", catalog.dimsSets[combo.dims], catalog.dimsHeads[Int(combo.dims)], nil)
         } else {
-            let info = dimsInfos[Int(combo.dims)]
+            let info = catalog.dimsInfos[Int(combo.dims)]
             (metric, dimsKey, dimsJSON) = (combo.metric == 0 ? "pv" : "click", info.key[...], info.json)
-            content = combo.content >= 0 ? contents[combo.content] : nil
+            content = combo.content >= 0 ? catalog.contents[combo.content] : nil
             positions = (info.keyContentPosition, info.jsonContentPosition)
         }
         func piece(_ build: (inout [UInt8]) -> Void) -> Range<Int> {
-            let start = comboBytes.count
-            build(&comboBytes)
-            return start..<comboBytes.count
+            let start = catalog.comboBytes.count
+            build(&catalog.comboBytes)
+            return start..<catalog.comboBytes.count
         }
         let keyPrefix = piece { out in
             JSONOut.appendRaw(metric, to: &out)
@@ -490,13 +490,13 @@ extension WindowsStage {
     /// The output record of an aggregate up to its counts:
     /// `{"metric":..,"rule":..,"window_start":..,"window_end":..,"dims":{..}`.
     func appendHead(_ agg: Aggregate, to out: inout [UInt8]) {
-        let pieces = combos[Int(agg.combo)]
-        out.append(bytesOf: comboBytes, pieces.headPrefix)
+        let pieces = catalog.combos[Int(agg.combo)]
+        out.append(bytesOf: catalog.comboBytes, pieces.headPrefix)
         JSONOut.appendInt(agg.windowStart, to: &out)
         JSONOut.appendRaw(",\"window_end\":", to: &out)
         JSONOut.appendInt(agg.windowEnd, to: &out)
         JSONOut.appendRaw(",\"dims\":", to: &out)
-        out.append(bytesOf: comboBytes, pieces.headDims)
+        out.append(bytesOf: catalog.comboBytes, pieces.headDims)
     }
 
     /// `{$element_path}-{$element_type}({position})_[{content}]` (wire format §3) into `identifier`.
@@ -529,13 +529,13 @@ extension WindowsStage {
             keyBuffer.append(v.scratchBytes(hit.id))
         }
         keyBuffer.append(0x5D)
-        let r = ruleSets.intern(keyBuffer)
-        if Int(r) == ruleSetRules.count {
+        let r = catalog.ruleSets.intern(keyBuffer)
+        if Int(r) == catalog.ruleSetRules.count {
             var ids: [Int32] = []
             for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) where v.hit(h).metric == .pv {
-                ids.append(v.scratchString(v.hit(h).id).withDecoded { ruleTexts.intern($0) })
+                ids.append(v.scratchString(v.hit(h).id).withDecoded { catalog.ruleTexts.intern($0) })
             }
-            ruleSetRules.append(ids)
+            catalog.ruleSetRules.append(ids)
         }
         return r
     }
