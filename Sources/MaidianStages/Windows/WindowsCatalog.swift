@@ -35,6 +35,49 @@ final class WindowsCatalog {
     /// Per `pagesText` number: whether the page is ignored (filled on demand).
     @exclusivity(unchecked) var pageIgnored: [Bool] = []
 
+    /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
+    @inline(__always)
+    func isIgnored(page: Int32) -> Bool {
+        while pageIgnored.count <= Int(page) {
+            let text = Array(pagesText[Int32(pageIgnored.count)])
+            pageIgnored.append(ignored.contains { $0 == text })
+        }
+        return pageIgnored[Int(page)]
+    }
+
+    /// The visit dims of a dims identity (interned by key; the first JSON seen for a key is its head).
+    func visitDims(_ d: Int32) -> Int32 {
+        let known = dimsInfos[Int(d)].visitDims
+        if known >= 0 { return known }
+        let info = dimsInfos[Int(d)]
+        let visit = dimsSets.intern(info.key)
+        if Int(visit) == dimsHeads.count { dimsHeads.append(info.json) }
+        dimsInfos[Int(d)].visitDims = visit
+        return visit
+    }
+
+    /// `,"page":..,"rules":[..],"enter_time":` of a visit's record, written once per page and rule set.
+    func visitHead(page: Int32, rules: Int32) -> Range<Int> {
+        // A one-to-one mix (murmur3's finalizer), so the table key is the pair itself; the table indexes by the
+        // low bits, which a plain multiplication would leave depending on `rules` alone (one probe chain).
+        var key = UInt64(UInt32(bitPattern: page)) << 32 | UInt64(UInt32(bitPattern: rules))
+        key = (key ^ (key >> 33)) &* 0xFF51_AFD7_ED55_8CCD
+        key = (key ^ (key >> 33)) &* 0xC4CE_B9FE_1A85_EC53
+        key ^= key >> 33
+        if let i = visitHeads.get(key) { return visitHeadSpans[Int(i)] }
+        let start = visitHeadBytes.count
+        JSONOut.appendRaw(",\"page\":", to: &visitHeadBytes)
+        visitHeadBytes.append(0x22)
+        pagesText[page].appendEscaped(to: &visitHeadBytes)
+        visitHeadBytes.append(0x22)
+        JSONOut.appendRaw(",\"rules\":", to: &visitHeadBytes)
+        visitHeadBytes.append(contentsOf: ruleSets[rules])
+        JSONOut.appendRaw(",\"enter_time\":", to: &visitHeadBytes)
+        visitHeads.set(key, Int64(visitHeadSpans.count))
+        visitHeadSpans.append(start..<visitHeadBytes.count)
+        return start..<visitHeadBytes.count
+    }
+
     init(eventNames: Interner, ignored: [[UInt8]]) {
         self.eventNames = eventNames
         self.ignored = ignored

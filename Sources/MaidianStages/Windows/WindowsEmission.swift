@@ -129,26 +129,6 @@ extension WindowsStage {
         }
     }
 
-    /// `,"page":..,"rules":[..],"enter_time":` of a visit's record, written once per page and rule set.
-    private func visitHead(page: Int32, rules: Int32) -> Range<Int> {
-        // A one-to-one mix (murmur3's finalizer), so the table key is the pair itself; the table indexes by the
-        // low bits, which a plain multiplication would leave depending on `rules` alone (one probe chain).
-        var key = UInt64(UInt32(bitPattern: page)) << 32 | UInt64(UInt32(bitPattern: rules))
-        key = (key ^ (key >> 33)) &* 0xFF51_AFD7_ED55_8CCD
-        key = (key ^ (key >> 33)) &* 0xC4CE_B9FE_1A85_EC53
-        key ^= key >> 33
-        if let i = catalog.visitHeads.get(key) { return catalog.visitHeadSpans[Int(i)] }
-        let start = catalog.visitHeadBytes.count
-        JSONOut.appendRaw(",\"page\":", to: &catalog.visitHeadBytes)
-        appendString(catalog.pagesText[page], to: &catalog.visitHeadBytes)
-        JSONOut.appendRaw(",\"rules\":", to: &catalog.visitHeadBytes)
-        catalog.visitHeadBytes.append(contentsOf: catalog.ruleSets[rules])
-        JSONOut.appendRaw(",\"enter_time\":", to: &catalog.visitHeadBytes)
-        catalog.visitHeads.set(key, Int64(catalog.visitHeadSpans.count))
-        catalog.visitHeadSpans.append(start..<catalog.visitHeadBytes.count)
-        return start..<catalog.visitHeadBytes.count
-    }
-
     /// A closed visit: its `metrics.dwell` record (with the `distinct_id` of the event that closed it, else of
     /// its page-enter), and for `leave` and `app_end` its share of the dwell aggregates of each page rule of the
     /// visit, in the window of the leave time.
@@ -157,7 +137,7 @@ extension WindowsStage {
         visitsCounter.add()
         let idStart = closer?.idStart ?? v.idStart
         let (keyStart, valueStart) = beginUserRecord(st, idStart: idStart, &output)
-        let head = visitHead(page: v.page, rules: v.rules)
+        let head = catalog.visitHead(page: v.page, rules: v.rules)
         output.bytes.append(bytesOf: catalog.visitHeadBytes, head)
         JSONOut.appendInt(v.enter, to: &output.bytes)
         if let time {

@@ -141,7 +141,7 @@ extension WindowsStage {
             if ev.flags & EventFlag.ignoredPage != 0 { return }
             guard let t = v.text(ofProperty: found[0]) ?? v.text(ofProperty: found[1]) else { return }
             page = t.withDecoded { catalog.pagesText.intern($0) }
-            if isIgnored(page: page) { return }
+            if catalog.isIgnored(page: page) { return }
         }
         var element: Int32 = -1, rules: Int32 = -1, visitDims: Int32 = -1, version: Int32 = -1
         switch role {
@@ -150,7 +150,7 @@ extension WindowsStage {
             element = catalog.elementsText.intern(identifier)
         case .pageEnter:
             rules = ruleSet(v, ev)
-            visitDims = self.visitDims(dims)
+            visitDims = catalog.visitDims(dims)
         case .crash:
             text.removeAll(keepingCapacity: true)
             if v.appendText(ofProperty: found[2], to: &text) || libAppVersion(v, ev, to: &text) {
@@ -175,16 +175,6 @@ extension WindowsStage {
     /// The `PropertyFinder` names each role reads: 0 `$screen_name`, 1 `current_url` (pages); 2 `$app_version`
     /// (crashes); 3...7 the element fields (clicks).
     static let roleWanted: [UInt64] = [0b11, 0b11, 0b1111_1011, 0, 0, 0b100]
-
-    /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
-    @inline(__always)
-    private func isIgnored(page: Int32) -> Bool {
-        while catalog.pageIgnored.count <= Int(page) {
-            let text = Array(catalog.pagesText[Int32(catalog.pageIgnored.count)])
-            catalog.pageIgnored.append(catalog.ignored.contains { $0 == text })
-        }
-        return catalog.pageIgnored[Int(page)]
-    }
 
     /// Appends `lib.$app_version` to `out`; the events of one upload share their `lib`, so the last answer
     /// is kept for the same bytes.
@@ -278,17 +268,6 @@ extension WindowsStage {
         }
         info.json.append(0x7D)
         return info
-    }
-
-    /// The visit dims of a dims identity (interned by key; the first JSON seen for a key is its head).
-    private func visitDims(_ d: Int32) -> Int32 {
-        let known = catalog.dimsInfos[Int(d)].visitDims
-        if known >= 0 { return known }
-        let info = catalog.dimsInfos[Int(d)]
-        let visit = catalog.dimsSets.intern(info.key)
-        if Int(visit) == catalog.dimsHeads.count { catalog.dimsHeads.append(info.json) }
-        catalog.dimsInfos[Int(d)].visitDims = visit
-        return visit
     }
 
     private func appendJSONString(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
