@@ -185,45 +185,15 @@ public final class WindowsStage: Stage, Repartitioning {
     /// Index in `dimNames` of `app_version` (read from `lib` when properties lack it), or -1.
     let appVersionSlot: Int
     let finder: PropertyFinder
-    let ignored: [[UInt8]]
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
     var held: [Int32] = []
-    @exclusivity(unchecked) var pagesText = Interner()
-    @exclusivity(unchecked) var elementsText = Interner()
-    @exclusivity(unchecked) var eventNames = Interner()
-    @exclusivity(unchecked) var ruleSets = Interner()
-    /// Per `ruleSets` number: the `ruleTexts` numbers of its rules.
-    @exclusivity(unchecked) var ruleSetRules: [[Int32]] = []
-    /// Decoded rule ids and `group_by_content` contents, numbered for aggregate tuples.
-    @exclusivity(unchecked) var ruleTexts = Interner()
-    @exclusivity(unchecked) var contents = Interner()
-    /// Visit dims: `k=v,...` keys, and the JSON first seen for each.
-    @exclusivity(unchecked) var dimsSets = Interner()
-    @exclusivity(unchecked) var dimsHeads: [[UInt8]] = []
-    /// Dims identities (see `dimsIdentity`) and their forms.
-    @exclusivity(unchecked) var dimsIdentities = Interner()
-    @exclusivity(unchecked) var dimsInfos: [DimsInfo] = []
-    /// Aggregate combos (tuples without their window), by hash, with their key and head pieces.
-    @exclusivity(unchecked) var comboTable = HashTable64(capacity: 256)
-    @exclusivity(unchecked) var combos: [ComboPieces] = []
-    @exclusivity(unchecked) var comboBytes: [UInt8] = []
-    /// Visit record heads by (page, rule set): see `visitHead`.
-    @exclusivity(unchecked) var visitHeads = HashTable64(capacity: 64)
-    @exclusivity(unchecked) var visitHeadBytes: [UInt8] = []
-    @exclusivity(unchecked) var visitHeadSpans: [Range<Int>] = []
-    /// Per `pagesText` number: whether the page is ignored (filled on demand).
-    @exclusivity(unchecked) var pageIgnored: [Bool] = []
-    /// Role names by `Hash64` of their bytes.
-    struct RoleEntry {
-        var role: Int
-        var event: Int32
-        var name: UnsafeMutablePointer<UInt8>
-        var count: Int
-    }
-    let roleByHash: HashTable64
-    let roleEntries: [RoleEntry]
-    let roleHashCollisions: Bool
+    /// The interned texts, dims, combos and record heads (see `WindowsCatalog`).
+    let catalog: WindowsCatalog
+    /// The role names, in role order (a name listed twice is found under its first role, as a scan in role
+    /// order would find it), and per member number its role and interned event name.
+    let roleNames: TextSet
+    let roleOfName: [(role: Int, event: Int32)]
     /// `PropertyFinder` bits of the `by` properties.
     let dimsWanted: UInt64
 
@@ -286,30 +256,22 @@ public final class WindowsStage: Stage, Repartitioning {
         for n in fixed.count..<(fixed.count + config.by.count) where n < 64 { dimsBits |= 1 << UInt64(n) }
         dimsWanted = dimsBits
         let r = context.roles
-        let roleNames = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash].map { $0.map { Array($0.utf8) } }
+        let roleLists = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash]
         var names = Interner()
-        let roleEventIDs = roleNames.map { $0.map { names.intern($0) } }
-        eventNames = names
-        var table = HashTable64(capacity: 16)
-        var entries: [RoleEntry] = []
-        var collisions = false
-        for (role, list) in roleNames.enumerated() {
+        let roleEventIDs = roleLists.map { $0.map { names.intern(Array($0.utf8)) } }
+        var members: [String] = []
+        var ofName: [(role: Int, event: Int32)] = []
+        for (role, list) in roleLists.enumerated() {
             for (i, name) in list.enumerated() {
-                var h = Hash64()
-                name.withUnsafeBufferPointer { if let b = $0.baseAddress { h.add(b, $0.count) } }
-                // The first role listing a name wins (as a scan in role order would find).
-                if entries.contains(where: { e in e.count == name.count && (0..<name.count).allSatisfy { e.name[$0] == name[$0] } }) { continue }
-                let bytes = UnsafeMutablePointer<UInt8>.allocate(capacity: max(1, name.count))
-                for (k, b) in name.enumerated() { bytes[k] = b }
-                // Two names with one hash: the second is found by the scan `role` falls back to.
-                if table.get(h.value) == nil { table.set(h.value, Int64(entries.count)) } else { collisions = true }
-                entries.append(RoleEntry(role: role, event: roleEventIDs[role][i], name: bytes, count: name.count))
+                members.append(name)
+                ofName.append((role, roleEventIDs[role][i]))
             }
         }
-        roleByHash = table
-        roleEntries = entries
-        roleHashCollisions = collisions
-        ignored = (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) }
+        self.roleNames = TextSet(members)
+        roleOfName = ofName
+        catalog = WindowsCatalog(
+            eventNames: names,
+            ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
         windowMerger = WindowMerger(sizes: config.sizes.enumerated().map { ($0.offset == 0 ? 0 : $0.element.window.milliseconds, $0.element.countsTopic) },
                                     allowedLateness: config.allowedLateness.milliseconds,
                                     lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)
@@ -319,10 +281,6 @@ public final class WindowsStage: Stage, Repartitioning {
         visitsCounter = context.counter("visits_closed")
         trailsCounter = context.counter("trails")
         idleCounter = context.counter("idle_partitions")
-    }
-
-    deinit {
-        for e in roleEntries { e.name.deallocate() }
     }
 
     public func connect(partialsTopic: String, partialsPartitions: Int32, sourcePartitions: Int32) {

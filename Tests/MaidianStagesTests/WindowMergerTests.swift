@@ -48,7 +48,7 @@ final class WindowMergerTests: XCTestCase {
             for u in users { set.insert(u) }
             let head = "{\"metric\":\"pv\",\"rule\":\"\(rule)\",\"window_start\":\(window * minute),\"window_end\":\((window + 1) * minute),\"dims\":{}"
             var value: [UInt8] = []
-            Array(head.utf8).withUnsafeBytes { h in
+            Array(head.utf8).withByteView { h in
                 InternalMessage.encodePartial(sourcePartition: source, windowEnd: (window + 1) * minute, head: h, count: count, isDwell: false,
                                               sumMs: 0, durations: DurationDigest(), lateOffset: offset, into: &value) { set.encode(into: &$0) }
             }
@@ -509,7 +509,7 @@ extension WindowMergerTests {
             XCTAssertEqual(bytes[1], size == 0 ? 1 : 4)
             // A late partial keeps its offset and its size.
             var late: [UInt8] = []
-            head.withUnsafeBytes { h in
+            head.withByteView { h in
                 InternalMessage.encodePartial(sourcePartition: 3, windowEnd: Self.hour, head: h, count: 1, isDwell: false, sumMs: 0,
                                               durations: DurationDigest(), size: size, lateOffset: 77, into: &late) { users.encode(into: &$0) }
             }
@@ -545,7 +545,7 @@ extension WindowMergerTests {
             for u in users { set.insert(u) }
             let head = Array(#"{"metric":"pv","rule":"home","window_start":0,"window_end":\#(window),"dims":{}"#.utf8)
             var value: [UInt8] = []
-            head.withUnsafeBytes { h in
+            head.withByteView { h in
                 InternalMessage.encodePartial(sourcePartition: source, windowEnd: window, head: h, count: count, isDwell: false, sumMs: 0,
                                               durations: DurationDigest(), size: size, lateOffset: late, into: &value) { set.encode(into: &$0) }
             }
@@ -622,7 +622,7 @@ extension WindowMergerTests {
             set.insert(user)
             let head = Array(#"{"metric":"pv","rule":"home","window_start":0,"window_end":\#(window),"dims":{}"#.utf8)
             var value: [UInt8] = []
-            head.withUnsafeBytes { h in
+            head.withByteView { h in
                 InternalMessage.encodePartial(sourcePartition: 0, windowEnd: window, head: h, count: count, isDwell: false, sumMs: 0,
                                               durations: DurationDigest(), size: size, lateOffset: late, into: &value) { set.encode(into: &$0) }
             }

@@ -35,7 +35,7 @@ enum InternalMessage: Equatable {
             out.appendLE(watermark)
             out.append(idle ? 1 : 0)
         case .partial(let p):
-            p.head.withUnsafeBytes {
+            p.head.withByteView {
                 Self.encodePartial(sourcePartition: p.sourcePartition, windowEnd: p.windowEnd, head: $0, count: p.count,
                                    isDwell: p.isDwell, sumMs: p.sumMs, durations: p.durations, size: p.size, into: &out) { p.users.encode(into: &$0) }
             }
@@ -44,7 +44,7 @@ enum InternalMessage: Equatable {
 
     /// A partial's encoding from its parts (the windows stage writes them without building a `PartialAggregate`);
     /// `users` writes the users part. `size`: 0 for the first window size, else the size's length in ms.
-    static func encodePartial(sourcePartition: Int32, windowEnd: Int64, head: UnsafeRawBufferPointer, count: Int64,
+    static func encodePartial(sourcePartition: Int32, windowEnd: Int64, head: ByteView, count: Int64,
                               isDwell: Bool, sumMs: Int64, durations: DurationDigest, size: Int64 = 0, lateOffset: Int64? = nil,
                               into out: inout [UInt8], users: (inout [UInt8]) -> Void) {
         out.append(Self.version)
@@ -62,7 +62,7 @@ enum InternalMessage: Equatable {
         out.appendLE(sourcePartition)
         out.appendLE(windowEnd)
         out.appendLE(Int32(head.count))
-        out.append(contentsOf: head)
+        out.append(head)
         out.appendLE(count)
         users(&out)
         out.append(isDwell ? 1 : 0)
@@ -94,7 +94,7 @@ enum InternalMessage: Equatable {
         case .partial(let l):
             var users = UserSet()
             var exact = Set<UInt64>()
-            try l.readUsers(bytes, sketch: { users = UserSet(exact: [], registers: Array($0)) }, hash: { exact.insert($0) })
+            try l.readUsers(bytes, sketch: { users = UserSet(exact: [], registers: $0.array) }, hash: { exact.insert($0) })
             if !users.isSketch { users = UserSet(exact: exact, registers: []) }
             let dwell = try l.readDwell(bytes)
             return .partial(PartialAggregate(
@@ -170,12 +170,12 @@ extension InternalMessage {
 extension InternalMessage.PartialLayout {
     /// Reads the users part of `message` (the partial this layout describes): `sketch` gets a sketch's
     /// registers, or `hash` each exact hash.
-    func readUsers(_ message: [UInt8], sketch: (UnsafeBufferPointer<UInt8>) -> Void, hash: (UInt64) -> Void) throws {
+    func readUsers(_ message: [UInt8], sketch: (ByteView) -> Void, hash: (UInt64) -> Void) throws {
         var r = ByteReader(bytes: message)
         r.i = users
         if try r.u8() == 1 {
             try r.skip(UserSet.registerCount)
-            message.withUnsafeBufferPointer { sketch(UnsafeBufferPointer(rebasing: $0[(r.i - UserSet.registerCount)..<r.i])) }
+            message.withByteView { sketch($0[(r.i - UserSet.registerCount)..<r.i]) }
         } else {
             for _ in 0..<Int(try r.i32()) { hash(try r.u64()) }
         }
@@ -254,7 +254,7 @@ extension UserSet {
 }
 
 extension Array where Element == UInt8 {
-    @inline(__always) mutating func appendLE(_ v: UInt64) { Swift.withUnsafeBytes(of: v.littleEndian) { append(contentsOf: $0) } }
+    @inline(__always) mutating func appendLE(_ v: UInt64) { appendLittleEndian(v) }
     @inline(__always) mutating func appendLE(_ v: Int64) { appendLE(UInt64(bitPattern: v)) }
-    @inline(__always) mutating func appendLE(_ v: Int32) { Swift.withUnsafeBytes(of: v.littleEndian) { append(contentsOf: $0) } }
+    @inline(__always) mutating func appendLE(_ v: Int32) { appendLittleEndian(UInt32(bitPattern: v)) }
 }

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import MaidianEvents
 
 /// The aggregates of one window: text key hash → aggregate, the list in creation order, and the text keys.
@@ -62,15 +57,19 @@ struct AggregateUsers {
         if small < 0 { set.encode(into: &out); return }
         out.append(0)
         out.appendLE(Int32(small))
-        var hashes = first
-        withUnsafeMutableBytes(of: &hashes) { raw in
-            let b = raw.bindMemory(to: UInt64.self)
-            for i in 1..<max(1, small) {  // insertion sort of at most four
-                var j = i
-                while j > 0 && b[j - 1] > b[j] { b.swapAt(j - 1, j); j -= 1 }
-            }
-            for i in 0..<small { out.appendLE(b[i]) }
+        // The first `small` (at most four, distinct) sorted by a sorting network, in locals: no allocation.
+        var (a, b, c, d) = first
+        @inline(__always) func order(_ x: inout UInt64, _ y: inout UInt64) { if x > y { swap(&x, &y) } }
+        switch small {
+        case 2: order(&a, &b)
+        case 3: order(&a, &b); order(&b, &c); order(&a, &b)
+        case 4: order(&a, &b); order(&c, &d); order(&a, &c); order(&b, &d); order(&b, &c)
+        default: break
         }
+        if small > 0 { out.appendLE(a) }
+        if small > 1 { out.appendLE(b) }
+        if small > 2 { out.appendLE(c) }
+        if small > 3 { out.appendLE(d) }
     }
 }
 
@@ -158,21 +157,19 @@ struct PendingHeap {
     }
 
     /// The time of the first event, or nil.
-    @inline(__always) var topTime: Int64? { items.isEmpty ? nil : items.withUnsafeBufferPointer { $0[0].time } }
+    @inline(__always) var topTime: Int64? { items.first?.time }
 
     mutating func push(_ e: PendingEvent) {
         items.append(e)
         // Sift up with a hole: parents move down, `e` is written once.
-        items.withUnsafeMutableBufferPointer { b in
-            var i = b.count - 1
-            while i > 0 {
-                let parent = (i - 1) / 2
-                if !Self.less(e, b[parent]) { break }
-                b[i] = b[parent]
-                i = parent
-            }
-            b[i] = e
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            if !Self.less(e, items[parent]) { break }
+            items[i] = items[parent]
+            i = parent
         }
+        items[i] = e
     }
 
     /// Changes every item in place (the heap order does not depend on what `body` may change).
@@ -186,21 +183,19 @@ struct PendingHeap {
         let last = items.removeLast()
         if !items.isEmpty {
             // Sift down with a hole.
-            items.withUnsafeMutableBufferPointer { b in
-                let n = b.count
-                var i = 0
-                while true {
-                    let l = 2 * i + 1
-                    if l >= n { break }
-                    var m = l
-                    let r = l + 1
-                    if r < n && Self.less(b[r], b[l]) { m = r }
-                    if !Self.less(b[m], last) { break }
-                    b[i] = b[m]
-                    i = m
-                }
-                b[i] = last
+            let n = items.count
+            var i = 0
+            while true {
+                let l = 2 * i + 1
+                if l >= n { break }
+                var m = l
+                let r = l + 1
+                if r < n && Self.less(items[r], items[l]) { m = r }
+                if !Self.less(items[m], last) { break }
+                items[i] = items[m]
+                i = m
             }
+            items[i] = last
         }
         return first
     }
@@ -430,7 +425,7 @@ final class PartitionWindows {
         let old = users[Int(u)].idStart
         let start = appendEntry(appendID)
         let size = idSize(start)
-        let same = size == idSize(old) && idBytes.withUnsafeBufferPointer { memcmp($0.baseAddress! + Int(old), $0.baseAddress! + Int(start), size) == 0 }
+        let same = size == idSize(old) && idBytes.withByteView { $0[Int(old) ..< (Int(old) + size)].equals($0[Int(start) ..< (Int(start) + size)]) }
         if same {
             idBytes.removeLast(size)
             return
@@ -441,11 +436,11 @@ final class PartitionWindows {
 
     /// Calls `body` with the bytes of the id at `start` in `idBytes`.
     @inline(__always)
-    func withID<R>(start: UInt32, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        idBytes.withUnsafeBytes { b in
+    func withID<R>(start: UInt32, _ body: (ByteView) -> R) -> R {
+        idBytes.withByteView { b in
             let s = Int(start)
             let n = Int(b[s]) | Int(b[s + 1]) << 8
-            return body(UnsafeRawBufferPointer(rebasing: b[(s + 2)..<(s + 2 + n)]))
+            return body(b[(s + 2)..<(s + 2 + n)])
         }
     }
 
@@ -499,12 +494,12 @@ final class PartitionWindows {
         var compact: [UInt8] = []
         compact.reserveCapacity(idBytes.count - idGarbage)
         var moved: [UInt32: UInt32] = [:]  // old start -> new start (equal bytes at one start are one copy)
-        idBytes.withUnsafeBufferPointer { old in
+        idBytes.withByteView { old in
             func move(_ start: UInt32) -> UInt32 {
                 if let m = moved[start] { return m }
                 let m = UInt32(compact.count)
                 let s = Int(start), size = 2 + (Int(old[s]) | Int(old[s + 1]) << 8)
-                compact.append(contentsOf: UnsafeBufferPointer(rebasing: old[s..<(s + size)]))
+                compact.append(old[s..<(s + size)])
                 moved[start] = m
                 return m
             }

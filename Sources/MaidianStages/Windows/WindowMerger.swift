@@ -323,7 +323,8 @@ final class WindowMerger: PartialMerger {
         guard base.count > 1 else { return pending }
         let m = base.count == pending.parts.count ? merged : merge(base)
         var message: [UInt8] = []
-        pending.headMessage[pending.head].withUnsafeBytes { head in
+        pending.headMessage.withByteView { headMessage in
+            let head = headMessage[pending.head]
             InternalMessage.encodePartial(sourcePartition: -1, windowEnd: pending.windowEnd, head: head, count: m.count, isDwell: m.dwell,
                                           sumMs: m.sum, durations: m.durations, into: &message) { out in
                 if m.sketch {
@@ -367,9 +368,7 @@ final class WindowMerger: PartialMerger {
                     sketch = true
                     registers = [UInt8](repeating: 0, count: UserSet.registerCount)
                 }
-                registers.withUnsafeMutableBufferPointer { acc in
-                    for k in 0..<UserSet.registerCount where other[k] > acc[k] { acc[k] = other[k] }
-                }
+                for k in 0..<UserSet.registerCount where other[k] > registers[k] { registers[k] = other[k] }
             }, hash: { hashes.append($0) })
             if let d = try? part.layout.readDwell(part.message) {
                 dwell = true
@@ -468,9 +467,7 @@ struct MessageKey: Hashable {
 
     init(_ bytes: [UInt8]) {
         self.bytes = bytes
-        var h = Hash64()
-        bytes.withUnsafeBufferPointer { if let b = $0.baseAddress { h.add(b, $0.count) } }
-        hash = h.value
+        hash = bytes.withByteView { $0.hash }
     }
 
     static func == (a: MessageKey, b: MessageKey) -> Bool { a.hash == b.hash && a.bytes == b.bytes }

@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import MaidianEvents
 import MaidianPipeline
 
@@ -134,26 +129,6 @@ extension WindowsStage {
         }
     }
 
-    /// `,"page":..,"rules":[..],"enter_time":` of a visit's record, written once per page and rule set.
-    private func visitHead(page: Int32, rules: Int32) -> Range<Int> {
-        // A one-to-one mix (murmur3's finalizer), so the table key is the pair itself; the table indexes by the
-        // low bits, which a plain multiplication would leave depending on `rules` alone (one probe chain).
-        var key = UInt64(UInt32(bitPattern: page)) << 32 | UInt64(UInt32(bitPattern: rules))
-        key = (key ^ (key >> 33)) &* 0xFF51_AFD7_ED55_8CCD
-        key = (key ^ (key >> 33)) &* 0xC4CE_B9FE_1A85_EC53
-        key ^= key >> 33
-        if let i = visitHeads.get(key) { return visitHeadSpans[Int(i)] }
-        let start = visitHeadBytes.count
-        JSONOut.appendRaw(",\"page\":", to: &visitHeadBytes)
-        appendString(pagesText[page], to: &visitHeadBytes)
-        JSONOut.appendRaw(",\"rules\":", to: &visitHeadBytes)
-        visitHeadBytes.append(contentsOf: ruleSets[rules])
-        JSONOut.appendRaw(",\"enter_time\":", to: &visitHeadBytes)
-        visitHeads.set(key, Int64(visitHeadSpans.count))
-        visitHeadSpans.append(start..<visitHeadBytes.count)
-        return start..<visitHeadBytes.count
-    }
-
     /// A closed visit: its `metrics.dwell` record (with the `distinct_id` of the event that closed it, else of
     /// its page-enter), and for `leave` and `app_end` its share of the dwell aggregates of each page rule of the
     /// visit, in the window of the leave time.
@@ -162,8 +137,8 @@ extension WindowsStage {
         visitsCounter.add()
         let idStart = closer?.idStart ?? v.idStart
         let (keyStart, valueStart) = beginUserRecord(st, idStart: idStart, &output)
-        let head = visitHead(page: v.page, rules: v.rules)
-        visitHeadBytes.withUnsafeBufferPointer { output.bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[head])) }
+        let head = catalog.visitHead(page: v.page, rules: v.rules)
+        output.bytes.append(bytesOf: catalog.visitHeadBytes, head)
         JSONOut.appendInt(v.enter, to: &output.bytes)
         if let time {
             JSONOut.appendRaw(",\"leave_time\":", to: &output.bytes)
@@ -180,17 +155,13 @@ extension WindowsStage {
               by.utf8Start[0] == 0x6C || by.utf8Start[0] == 0x61 else { return }  // "leave" or "app_end"
         let duration = time &- v.enter
         // Users are counted by the closing event's distinct_id (as pv and click count theirs).
-        let userHash = st.withID(start: idStart) { id in
-            var h = Hash64()
-            if let b = id.baseAddress { h.add(b.assumingMemoryBound(to: UInt8.self), id.count) }
-            return h.value
-        }
+        let userHash = st.withID(start: idStart) { $0.hash }
         let closed = max(st.closedUpTo, st.recordWatermark)
         let offset = closer?.offset ?? -1
         // The visit is written once; its duration goes into the windows of every size.
         for size in st.sizes {
             let windowStart = size.windowStart(of: time)
-            for rule in ruleSetRules[Int(v.rules)] {
+            for rule in catalog.ruleSetRules[Int(v.rules)] {
                 let tuple = AggregateTuple(metric: 2, rule: rule, dims: v.dims, content: -1, windowStart: windowStart)
                 add(size, st, tuple, closed: closed, offset: offset, user: userHash, duration: duration)
             }
@@ -204,7 +175,7 @@ extension WindowsStage {
         JSONOut.appendRaw(",\"crash_time\":", to: &output.bytes)
         JSONOut.appendInt(e.time, to: &output.bytes)
         JSONOut.appendRaw(",\"app_version\":", to: &output.bytes)
-        if e.appVersion >= 0 { appendString(pagesText[e.appVersion], to: &output.bytes) } else { JSONOut.appendRaw("null", to: &output.bytes) }
+        if e.appVersion >= 0 { appendString(catalog.pagesText[e.appVersion], to: &output.bytes) } else { JSONOut.appendRaw("null", to: &output.bytes) }
         JSONOut.appendRaw(",\"trail\":[", to: &output.bytes)
         var first = true
         let n = user.trail.count, start = Int(user.trailStart)
@@ -216,12 +187,12 @@ extension WindowsStage {
             JSONOut.appendRaw("{\"time\":", to: &output.bytes)
             JSONOut.appendInt(t.time, to: &output.bytes)
             JSONOut.appendRaw(",\"event\":", to: &output.bytes)
-            appendString(eventNames[t.event], to: &output.bytes)
+            appendString(catalog.eventNames[t.event], to: &output.bytes)
             JSONOut.appendRaw(",\"page\":", to: &output.bytes)
-            appendString(pagesText[t.page], to: &output.bytes)
+            appendString(catalog.pagesText[t.page], to: &output.bytes)
             if t.element >= 0 {
                 JSONOut.appendRaw(",\"element\":", to: &output.bytes)
-                appendString(elementsText[t.element], to: &output.bytes)
+                appendString(catalog.elementsText[t.element], to: &output.bytes)
             }
             output.bytes.append(0x7D)
         }
@@ -233,10 +204,10 @@ extension WindowsStage {
     private func beginUserRecord(_ st: PartitionWindows, idStart: UInt32, _ output: inout OutputBuffer) -> (Int, Int) {
         let keyStart = output.begin()
         let valueStart = st.withID(start: idStart) { id in
-            output.bytes.append(contentsOf: id)
+            output.bytes.append(id)
             let valueStart = output.bytes.count
             JSONOut.appendRaw("{\"distinct_id\":\"", to: &output.bytes)
-            JSONOut.appendEscaped(id, to: &output.bytes)
+            id.appendEscaped(to: &output.bytes)
             output.bytes.append(0x22)
             return valueStart
         }
@@ -245,7 +216,7 @@ extension WindowsStage {
 
     private func appendString(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
         out.append(0x22)
-        bytes.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
+        bytes.appendEscaped(to: &out)
         out.append(0x22)
     }
 
@@ -268,34 +239,27 @@ extension WindowsStage {
         size.lastWindow = nil
         guard let w = size.windows.removeValue(forKey: end) else { return }
         let keys = w.keys
-        keys.withUnsafeBufferPointer { k in
-            let base = k.baseAddress!
-            size.aggregates.withUnsafeMutableBufferPointer { aggs in
-                // Output in key order (keys are distinct within a window).
-                let sorted = w.list.sorted { x, y in
-                    let a = aggs[Int(x)], b = aggs[Int(y)]
-                    let n = min(Int(a.keyCount), Int(b.keyCount))
-                    let c = memcmp(base + Int(a.keyStart), base + Int(b.keyStart), n)
-                    return c != 0 ? c < 0 : a.keyCount < b.keyCount
+        keys.withByteView { k in
+            @inline(__always) func key(_ a: Aggregate) -> ByteView { k[Int(a.keyStart) ..< Int(a.keyStart + a.keyCount)] }
+            // Output in key order (keys are distinct within a window).
+            let sorted = w.list.sorted { x, y in key(size.aggregates[Int(x)]).precedes(key(size.aggregates[Int(y)])) }
+            for a in sorted {
+                let agg = size.aggregates[Int(a)]
+                let key = key(agg)
+                headBuffer.removeAll(keepingCapacity: true)
+                appendHead(agg, to: &headBuffer)
+                let keyStart = output.begin()
+                output.bytes.append(key)
+                let valueStart = output.bytes.count
+                headBuffer.withByteView { head in
+                    InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
+                                                  isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: size.tag,
+                                                  into: &output.bytes) { agg.users.encode(into: &$0) }
                 }
-                for a in sorted {
-                    let key = UnsafeBufferPointer(start: base + Int(aggs[Int(a)].keyStart), count: Int(aggs[Int(a)].keyCount))
-                    headBuffer.removeAll(keepingCapacity: true)
-                    appendHead(aggs[Int(a)], to: &headBuffer)
-                    let keyStart = output.begin()
-                    output.bytes.append(contentsOf: key)
-                    let valueStart = output.bytes.count
-                    headBuffer.withUnsafeBytes { head in
-                        let agg = aggs[Int(a)]
-                        InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
-                                                      isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: size.tag,
-                                                      into: &output.bytes) { agg.users.encode(into: &$0) }
-                    }
-                    let target = Int32(truncatingIfNeeded: stableHash(key) % UInt64(partialsPartitions))
-                    output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
-                    aggs[Int(a)].users = AggregateUsers()
-                    aggs[Int(a)].durations = DurationDigest()
-                }
+                let target = Int32(truncatingIfNeeded: stableHash(key.elements) % UInt64(partialsPartitions))
+                output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
+                size.aggregates[Int(a)].users = AggregateUsers()
+                size.aggregates[Int(a)].durations = DurationDigest()
             }
         }
         size.freeAggregates.append(contentsOf: w.list)
@@ -308,29 +272,28 @@ extension WindowsStage {
     }
 
     private func flushLate(_ part: PartitionWindows, _ st: SizeWindows, record: Int32, output: inout OutputBuffer) {
-        st.lateKeys.withUnsafeBufferPointer { k in
-            let base = k.baseAddress!
+        st.lateKeys.withByteView { k in
+            @inline(__always) func key(_ a: Aggregate) -> ByteView { k[Int(a.keyStart) ..< Int(a.keyStart + a.keyCount)] }
             let order = st.lateAggregates.indices.sorted { x, y in
-                let a = st.lateAggregates[x], b = st.lateAggregates[y]
-                let n = min(Int(a.keyCount), Int(b.keyCount))
-                let c = memcmp(base + Int(a.keyStart), base + Int(b.keyStart), n)
-                if c != 0 { return c < 0 }
-                return a.keyCount != b.keyCount ? a.keyCount < b.keyCount : st.lateOffsets[x] < st.lateOffsets[y]
+                let a = key(st.lateAggregates[x]), b = key(st.lateAggregates[y])
+                if a.precedes(b) { return true }
+                if b.precedes(a) { return false }
+                return st.lateOffsets[x] < st.lateOffsets[y]
             }
             for i in order {
                 let agg = st.lateAggregates[i]
-                let key = UnsafeBufferPointer(start: base + Int(agg.keyStart), count: Int(agg.keyCount))
+                let key = key(agg)
                 headBuffer.removeAll(keepingCapacity: true)
                 appendHead(agg, to: &headBuffer)
                 let keyStart = output.begin()
-                output.bytes.append(contentsOf: key)
+                output.bytes.append(key)
                 let valueStart = output.bytes.count
-                headBuffer.withUnsafeBytes { head in
+                headBuffer.withByteView { head in
                     InternalMessage.encodePartial(sourcePartition: part.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
                                                   isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: st.tag,
                                                   lateOffset: st.lateOffsets[i], into: &output.bytes) { agg.users.encode(into: &$0) }
                 }
-                let target = Int32(truncatingIfNeeded: stableHash(key) % UInt64(partialsPartitions))
+                let target = Int32(truncatingIfNeeded: stableHash(key.elements) % UInt64(partialsPartitions))
                 output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
             }
         }

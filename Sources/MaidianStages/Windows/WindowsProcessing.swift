@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import MaidianEvents
 import MaidianPipeline
 
@@ -34,12 +31,12 @@ extension WindowsStage {
         lateEvents.removeAll(keepingCapacity: true)
         tooLateEvents.removeAll(keepingCapacity: true)
         // Counting and queueing only read the batch; late events are marked after.
-        batch.withWindowsView { v in
+        batch.withView { v in
             // Consecutive records mostly share a partition: its state is kept at hand.
             var lastPartition: Int32 = -1
             var lastState: PartitionWindows?
-            for r in 0..<v.records.count {
-                let rec = v.records[r]
+            for r in 0..<v.recordCount {
+                let rec = v.record(r)
                 guard rec.status != .dropped else { continue }
                 let st: PartitionWindows
                 if let s = lastState, rec.partition == lastPartition { st = s } else {
@@ -50,7 +47,7 @@ extension WindowsStage {
                 // `lastRecord` is -1 until the partition's first record in this batch.
                 if st.lastRecord < 0 { touched.append(st) }
                 // What re-read records complete is written (and not produced again) before later records count.
-                if !rec.replay && st.lastRecord >= 0 && v.records[Int(st.lastRecord)].replay {
+                if !rec.replay && st.lastRecord >= 0 && v.record(Int(st.lastRecord)).replay {
                     advance(st, final: false, record: st.lastRecord, output: &output)
                     st.ownerRecord = Int32(r)
                 }
@@ -67,9 +64,7 @@ extension WindowsStage {
                 // (`take` then made the same update): nothing reads `lastReceived` or forgets installs meanwhile.
                 let hasKey = rec.key.isPresent && rec.key.count > 0
                 if hasKey {
-                    var h = Hash64()
-                    h.add(v.input.baseAddress! + Int(rec.key.start), rec.key.count)
-                    recordKey = h.value
+                    recordKey = v.inputBytes(rec.key).hash
                     recordKeyTaken = false
                 }
                 // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
@@ -78,7 +73,7 @@ extension WindowsStage {
                 var newest = st.maxTime
                 var drained = false
                 for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
-                    let ev = v.events[i]
+                    let ev = v.event(i)
                     guard ev.status == .live, ev.type.isTrack else { continue }
                     if newest.map({ ev.time > $0 }) ?? true { newest = ev.time }
                     if ev.time < watermark {
@@ -145,21 +140,21 @@ extension WindowsStage {
         if role == .pageEnter || role == .pageLeave || role == .click {
             if ev.flags & EventFlag.ignoredPage != 0 { return }
             guard let t = v.text(ofProperty: found[0]) ?? v.text(ofProperty: found[1]) else { return }
-            page = t.withDecoded { pagesText.intern($0) }
-            if isIgnored(page: page) { return }
+            page = t.withDecoded { catalog.pagesText.intern($0) }
+            if catalog.isIgnored(page: page) { return }
         }
         var element: Int32 = -1, rules: Int32 = -1, visitDims: Int32 = -1, version: Int32 = -1
         switch role {
         case .click:
             buildIdentifier(v)
-            element = elementsText.intern(identifier)
+            element = catalog.elementsText.intern(identifier)
         case .pageEnter:
             rules = ruleSet(v, ev)
-            visitDims = self.visitDims(dims)
+            visitDims = catalog.visitDims(dims)
         case .crash:
             text.removeAll(keepingCapacity: true)
             if v.appendText(ofProperty: found[2], to: &text) || libAppVersion(v, ev, to: &text) {
-                version = pagesText.intern(text)
+                version = catalog.pagesText.intern(text)
             }
         default:
             break
@@ -181,26 +176,13 @@ extension WindowsStage {
     /// (crashes); 3...7 the element fields (clicks).
     static let roleWanted: [UInt64] = [0b11, 0b11, 0b1111_1011, 0, 0, 0b100]
 
-    /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
-    @inline(__always)
-    private func isIgnored(page: Int32) -> Bool {
-        while pageIgnored.count <= Int(page) {
-            let text = Array(pagesText[Int32(pageIgnored.count)])
-            pageIgnored.append(ignored.contains { $0 == text })
-        }
-        return pageIgnored[Int(page)]
-    }
-
     /// Appends `lib.$app_version` to `out`; the events of one upload share their `lib`, so the last answer
     /// is kept for the same bytes.
     private func libAppVersion(_ v: BatchView, _ ev: Event, to out: inout [UInt8]) -> Bool {
         guard ev.lib.isPresent else { return false }
-        let lo = Int(ev.lib.start), n = ev.lib.count
-        let same = libMemoKey.count == n && libMemoKey.withUnsafeBufferPointer { m in
-            n == 0 || memcmp(v.json.baseAddress! + lo, m.baseAddress!, n) == 0
-        }
-        if !same {
-            libMemoKey = Array(UnsafeBufferPointer(start: v.json.baseAddress! + lo, count: n))
+        let lib = v.jsonBytes(ev.lib)
+        if !lib.equals(libMemoKey) {
+            libMemoKey = lib.array
             var value: [UInt8] = []
             libMemoValue = v.appendLibAppVersion(ev, to: &value) ? value : nil
         }
@@ -213,20 +195,11 @@ extension WindowsStage {
     private func role(_ v: BatchView, _ ev: Event) -> (Int, Int32) {
         let name = ev.eventName
         guard name.isPresent else { return (-1, -1) }
-        let p = v.json.baseAddress! + Int(name.start)
-        var h = ev.eventNameHash
-        if h == 0 {
-            var hasher = Hash64()
-            hasher.add(p, name.count)
-            h = hasher.value
-        }
-        if let entry = roleByHash.get(h) {
-            let e = roleEntries[Int(entry)]
-            if e.count == name.count && bytesEqual(p, e.name, e.count) { return (e.role, e.event) }
-        }
-        guard roleHashCollisions else { return (-1, -1) }
-        for e in roleEntries where e.count == name.count && memcmp(p, e.name, e.count) == 0 { return (e.role, e.event) }
-        return (-1, -1)
+        let bytes = v.jsonBytes(name)
+        let h = ev.eventNameHash != 0 ? ev.eventNameHash : bytes.hash
+        guard let k = roleNames.index(of: bytes, hash: h) else { return (-1, -1) }
+        let e = roleOfName[k]
+        return (e.role, e.event)
     }
 
     /// The number of the event's dims: the texts of the `by` properties (in `dimNames` order), each as a
@@ -246,7 +219,7 @@ extension WindowsStage {
                 t.append(to: &identity)
             } else if n == appVersionSlot {
                 has = libAppVersion(v, ev, to: &identity)
-            } else if let t = dimNames[n].withUnsafeBufferPointer({ v.text(ofAdded: $0, ev) }) {
+            } else if let t = dimNames[n].withByteView({ v.text(ofAdded: $0, ev) }) {
                 // A preset or rule parameter an earlier stage added (enrichment never overwrites a client
                 // property, so one sent by the client was found above).
                 t.append(to: &identity)
@@ -261,8 +234,8 @@ extension WindowsStage {
             let length = UInt32(identity.count - at - 5)
             for b in 0..<4 { identity[at + 1 + b] = UInt8(truncatingIfNeeded: length >> UInt32(8 * b)) }
         }
-        let d = dimsIdentities.intern(identity)
-        if Int(d) == dimsInfos.count { dimsInfos.append(makeDimsInfo(identity)) }
+        let d = catalog.dimsIdentities.intern(identity)
+        if Int(d) == catalog.dimsInfos.count { catalog.dimsInfos.append(makeDimsInfo(identity)) }
         return d
     }
 
@@ -297,20 +270,9 @@ extension WindowsStage {
         return info
     }
 
-    /// The visit dims of a dims identity (interned by key; the first JSON seen for a key is its head).
-    private func visitDims(_ d: Int32) -> Int32 {
-        let known = dimsInfos[Int(d)].visitDims
-        if known >= 0 { return known }
-        let info = dimsInfos[Int(d)]
-        let visit = dimsSets.intern(info.key)
-        if Int(visit) == dimsHeads.count { dimsHeads.append(info.json) }
-        dimsInfos[Int(d)].visitDims = visit
-        return visit
-    }
-
     private func appendJSONString(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
         out.append(0x22)
-        bytes.withUnsafeBytes { JSONOut.appendEscaped($0, to: &out) }
+        bytes.appendEscaped(to: &out)
         out.append(0x22)
     }
 
@@ -322,11 +284,11 @@ extension WindowsStage {
         let closed = max(st.closedUpTo, st.recordWatermark)
         let more = st.sizes.count > 1
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
-            let hit = v.hits[h]
-            let rule = BatchView.stringText(v.scratch, hit.id).withDecoded { ruleTexts.intern($0) }
+            let hit = v.hit(h)
+            let rule = v.scratchString(hit.id).withDecoded { catalog.ruleTexts.intern($0) }
             var content: Int32 = -1
             if hit.content.isPresent {
-                content = BatchView.stringText(hit.contentInScratch ? v.scratch : v.json, hit.content).withDecoded { contents.intern($0) }
+                content = (hit.contentInScratch ? v.scratchString(hit.content) : v.jsonString(hit.content)).withDecoded { catalog.contents.intern($0) }
             }
             var tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
             add(first, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
@@ -366,13 +328,11 @@ extension WindowsStage {
         var a = st.lateTable[id] ?? -1
         if a < 0 {
             let c = combo(tuple)
-            let pieces = combos[Int(c)]
+            let pieces = catalog.combos[Int(c)]
             let keyStart = st.lateKeys.count
-            comboBytes.withUnsafeBufferPointer { b in
-                st.lateKeys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keyPrefix]))
-                JSONOut.appendInt(tuple.windowStart, to: &st.lateKeys)
-                st.lateKeys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keySuffix]))
-            }
+            st.lateKeys.append(bytesOf: catalog.comboBytes, pieces.keyPrefix)
+            JSONOut.appendInt(tuple.windowStart, to: &st.lateKeys)
+            st.lateKeys.append(bytesOf: catalog.comboBytes, pieces.keySuffix)
             a = Int32(st.lateAggregates.count)
             st.lateAggregates.append(Aggregate(windowEnd: saturatingAdd(tuple.windowStart, st.window), isDwell: tuple.metric == 2, combo: c,
                                                windowStart: tuple.windowStart, keyStart: Int32(keyStart),
@@ -391,26 +351,20 @@ extension WindowsStage {
     /// The aggregate of a tuple not seen yet in its window: the one of its text key, created when new.
     func aggregate(_ st: SizeWindows, _ tuple: AggregateTuple) -> Int32 {
         let c = combo(tuple)
-        let pieces = combos[Int(c)]
+        let pieces = catalog.combos[Int(c)]
         let end = saturatingAdd(tuple.windowStart, st.window)
         let w = st.window(end: end)
         // The key goes to the window's arena; it stays there only for a new aggregate.
         let keyStart = w.keys.count
-        comboBytes.withUnsafeBufferPointer { b in
-            w.keys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keyPrefix]))
-            JSONOut.appendInt(tuple.windowStart, to: &w.keys)
-            w.keys.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.keySuffix]))
-        }
+        w.keys.append(bytesOf: catalog.comboBytes, pieces.keyPrefix)
+        JSONOut.appendInt(tuple.windowStart, to: &w.keys)
+        w.keys.append(bytesOf: catalog.comboBytes, pieces.keySuffix)
         let keyCount = w.keys.count - keyStart
-        var h = w.keys.withUnsafeBufferPointer { k in
-            var hasher = Hash64()
-            hasher.add(k.baseAddress! + keyStart, keyCount)
-            return hasher.value
-        }
+        var h = w.keys.withByteView { $0[keyStart ..< (keyStart + keyCount)].hash }
         while let v = w.table.get(h) {
             let other = st.aggregates[Int(v)]
-            let same = Int(other.keyCount) == keyCount && w.keys.withUnsafeBufferPointer { k in
-                memcmp(k.baseAddress! + Int(other.keyStart), k.baseAddress! + keyStart, keyCount) == 0
+            let same = Int(other.keyCount) == keyCount && w.keys.withByteView { k in
+                k[Int(other.keyStart) ..< (Int(other.keyStart) + keyCount)].equals(k[keyStart ..< (keyStart + keyCount)])
             }
             if same {
                 w.keys.removeLast(keyCount)
@@ -439,13 +393,13 @@ extension WindowsStage {
     private func combo(_ tuple: AggregateTuple) -> Int32 {
         let combo = tuple.combo
         var h = combo.hash
-        while let v = comboTable.get(h) {
-            if combos[Int(v)].combo == combo { return Int32(v) }
+        while let v = catalog.comboTable.get(h) {
+            if catalog.combos[Int(v)].combo == combo { return Int32(v) }
             h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
         }
-        let c = Int32(combos.count)
-        comboTable.set(h, Int64(c))
-        combos.append(makePieces(combo))
+        let c = Int32(catalog.combos.count)
+        catalog.comboTable.set(h, Int64(c))
+        catalog.combos.append(makePieces(combo))
         return c
     }
 
@@ -453,21 +407,21 @@ extension WindowsStage {
     /// names); head `{"metric":..,"rule":..,"window_start":` + window start + `,"window_end":` + window end +
     /// `,"dims":` + dims JSON.
     private func makePieces(_ combo: AggregateTuple) -> ComboPieces {
-        let rule = ruleTexts[combo.rule]
+        let rule = catalog.ruleTexts[combo.rule]
         let metric: StaticString, dimsKey: ArraySlice<UInt8>, dimsJSON: [UInt8], content: ArraySlice<UInt8>?
         var positions = (0, 1)
         if combo.metric == 2 {
-            (metric, dimsKey, dimsJSON, content) = ("dwell", dimsSets[combo.dims], dimsHeads[Int(combo.dims)], nil)
+            (metric, dimsKey, dimsJSON, content) = ("dwell", catalog.dimsSets[combo.dims], catalog.dimsHeads[Int(combo.dims)], nil)
         } else {
-            let info = dimsInfos[Int(combo.dims)]
+            let info = catalog.dimsInfos[Int(combo.dims)]
             (metric, dimsKey, dimsJSON) = (combo.metric == 0 ? "pv" : "click", info.key[...], info.json)
-            content = combo.content >= 0 ? contents[combo.content] : nil
+            content = combo.content >= 0 ? catalog.contents[combo.content] : nil
             positions = (info.keyContentPosition, info.jsonContentPosition)
         }
         func piece(_ build: (inout [UInt8]) -> Void) -> Range<Int> {
-            let start = comboBytes.count
-            build(&comboBytes)
-            return start..<comboBytes.count
+            let start = catalog.comboBytes.count
+            build(&catalog.comboBytes)
+            return start..<catalog.comboBytes.count
         }
         let keyPrefix = piece { out in
             JSONOut.appendRaw(metric, to: &out)
@@ -515,15 +469,13 @@ extension WindowsStage {
     /// The output record of an aggregate up to its counts:
     /// `{"metric":..,"rule":..,"window_start":..,"window_end":..,"dims":{..}`.
     func appendHead(_ agg: Aggregate, to out: inout [UInt8]) {
-        let pieces = combos[Int(agg.combo)]
-        comboBytes.withUnsafeBufferPointer { b in
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.headPrefix]))
-            JSONOut.appendInt(agg.windowStart, to: &out)
-            JSONOut.appendRaw(",\"window_end\":", to: &out)
-            JSONOut.appendInt(agg.windowEnd, to: &out)
-            JSONOut.appendRaw(",\"dims\":", to: &out)
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: b[pieces.headDims]))
-        }
+        let pieces = catalog.combos[Int(agg.combo)]
+        out.append(bytesOf: catalog.comboBytes, pieces.headPrefix)
+        JSONOut.appendInt(agg.windowStart, to: &out)
+        JSONOut.appendRaw(",\"window_end\":", to: &out)
+        JSONOut.appendInt(agg.windowEnd, to: &out)
+        JSONOut.appendRaw(",\"dims\":", to: &out)
+        out.append(bytesOf: catalog.comboBytes, pieces.headDims)
     }
 
     /// `{$element_path}-{$element_type}({position})_[{content}]` (wire format §3) into `identifier`.
@@ -537,7 +489,7 @@ extension WindowsStage {
         if !v.appendText(ofProperty: found[5], to: &identifier) { _ = v.appendText(ofProperty: found[6], to: &identifier) }
         JSONOut.appendRaw(")_[", to: &identifier)
         let k = found[7]
-        if k >= 0 && v.properties[k].kind == .string {
+        if k >= 0 && v.property(k).kind == .string {
             _ = v.appendText(ofProperty: k, to: &identifier)
         } else {
             JSONOut.appendRaw("null", to: &identifier)
@@ -550,19 +502,19 @@ extension WindowsStage {
         keyBuffer.removeAll(keepingCapacity: true)
         keyBuffer.append(0x5B)
         for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
-            let hit = v.hits[h]
+            let hit = v.hit(h)
             guard hit.metric == .pv else { continue }
             if keyBuffer.count > 1 { keyBuffer.append(0x2C) }
-            keyBuffer.append(contentsOf: UnsafeBufferPointer(start: v.scratch.baseAddress! + Int(hit.id.start), count: hit.id.count))
+            keyBuffer.append(v.scratchBytes(hit.id))
         }
         keyBuffer.append(0x5D)
-        let r = ruleSets.intern(keyBuffer)
-        if Int(r) == ruleSetRules.count {
+        let r = catalog.ruleSets.intern(keyBuffer)
+        if Int(r) == catalog.ruleSetRules.count {
             var ids: [Int32] = []
-            for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) where v.hits[h].metric == .pv {
-                ids.append(BatchView.stringText(v.scratch, v.hits[h].id).withDecoded { ruleTexts.intern($0) })
+            for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) where v.hit(h).metric == .pv {
+                ids.append(v.scratchString(v.hit(h).id).withDecoded { catalog.ruleTexts.intern($0) })
             }
-            ruleSetRules.append(ids)
+            catalog.ruleSetRules.append(ids)
         }
         return r
     }

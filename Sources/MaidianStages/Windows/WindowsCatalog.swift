@@ -1,0 +1,85 @@
+import MaidianEvents
+
+/// What the windows stage has numbered, shared by every partition and kept for the stage's life: the
+/// interned texts (pages, elements, event names, rule lists and rule ids, contents), the dims identities and
+/// their key and JSON forms, the aggregate combos with their key and head pieces, and the visit record
+/// heads. Event processing adds to it; emission reads it. One owner (the stage), so the tables are not
+/// copied and their numbers stay valid across batches.
+final class WindowsCatalog {
+    /// Page names that are never visits (the defaults plus `ignore_pages`).
+    let ignored: [[UInt8]]
+
+    @exclusivity(unchecked) var pagesText = Interner()
+    @exclusivity(unchecked) var elementsText = Interner()
+    @exclusivity(unchecked) var eventNames: Interner
+    @exclusivity(unchecked) var ruleSets = Interner()
+    /// Per `ruleSets` number: the `ruleTexts` numbers of its rules.
+    @exclusivity(unchecked) var ruleSetRules: [[Int32]] = []
+    /// Decoded rule ids and `group_by_content` contents, numbered for aggregate tuples.
+    @exclusivity(unchecked) var ruleTexts = Interner()
+    @exclusivity(unchecked) var contents = Interner()
+    /// Visit dims: `k=v,...` keys, and the JSON first seen for each.
+    @exclusivity(unchecked) var dimsSets = Interner()
+    @exclusivity(unchecked) var dimsHeads: [[UInt8]] = []
+    /// Dims identities (see `dimsIdentity`) and their forms.
+    @exclusivity(unchecked) var dimsIdentities = Interner()
+    @exclusivity(unchecked) var dimsInfos: [DimsInfo] = []
+    /// Aggregate combos (tuples without their window), by hash, with their key and head pieces.
+    @exclusivity(unchecked) var comboTable = HashTable64(capacity: 256)
+    @exclusivity(unchecked) var combos: [ComboPieces] = []
+    @exclusivity(unchecked) var comboBytes: [UInt8] = []
+    /// Visit record heads by (page, rule set): see `visitHead`.
+    @exclusivity(unchecked) var visitHeads = HashTable64(capacity: 64)
+    @exclusivity(unchecked) var visitHeadBytes: [UInt8] = []
+    @exclusivity(unchecked) var visitHeadSpans: [Range<Int>] = []
+    /// Per `pagesText` number: whether the page is ignored (filled on demand).
+    @exclusivity(unchecked) var pageIgnored: [Bool] = []
+
+    /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
+    @inline(__always)
+    func isIgnored(page: Int32) -> Bool {
+        while pageIgnored.count <= Int(page) {
+            let text = Array(pagesText[Int32(pageIgnored.count)])
+            pageIgnored.append(ignored.contains { $0 == text })
+        }
+        return pageIgnored[Int(page)]
+    }
+
+    /// The visit dims of a dims identity (interned by key; the first JSON seen for a key is its head).
+    func visitDims(_ d: Int32) -> Int32 {
+        let known = dimsInfos[Int(d)].visitDims
+        if known >= 0 { return known }
+        let info = dimsInfos[Int(d)]
+        let visit = dimsSets.intern(info.key)
+        if Int(visit) == dimsHeads.count { dimsHeads.append(info.json) }
+        dimsInfos[Int(d)].visitDims = visit
+        return visit
+    }
+
+    /// `,"page":..,"rules":[..],"enter_time":` of a visit's record, written once per page and rule set.
+    func visitHead(page: Int32, rules: Int32) -> Range<Int> {
+        // A one-to-one mix (murmur3's finalizer), so the table key is the pair itself; the table indexes by the
+        // low bits, which a plain multiplication would leave depending on `rules` alone (one probe chain).
+        var key = UInt64(UInt32(bitPattern: page)) << 32 | UInt64(UInt32(bitPattern: rules))
+        key = (key ^ (key >> 33)) &* 0xFF51_AFD7_ED55_8CCD
+        key = (key ^ (key >> 33)) &* 0xC4CE_B9FE_1A85_EC53
+        key ^= key >> 33
+        if let i = visitHeads.get(key) { return visitHeadSpans[Int(i)] }
+        let start = visitHeadBytes.count
+        JSONOut.appendRaw(",\"page\":", to: &visitHeadBytes)
+        visitHeadBytes.append(0x22)
+        pagesText[page].appendEscaped(to: &visitHeadBytes)
+        visitHeadBytes.append(0x22)
+        JSONOut.appendRaw(",\"rules\":", to: &visitHeadBytes)
+        visitHeadBytes.append(contentsOf: ruleSets[rules])
+        JSONOut.appendRaw(",\"enter_time\":", to: &visitHeadBytes)
+        visitHeads.set(key, Int64(visitHeadSpans.count))
+        visitHeadSpans.append(start..<visitHeadBytes.count)
+        return start..<visitHeadBytes.count
+    }
+
+    init(eventNames: Interner, ignored: [[UInt8]]) {
+        self.eventNames = eventNames
+        self.ignored = ignored
+    }
+}
