@@ -637,8 +637,16 @@ public func isValidUTF8(_ b: UnsafeRawBufferPointer) -> Bool {
     guard let base = b.baseAddress else { return true }
     let p = base.assumingMemoryBound(to: UInt8.self)
     let s = JSONScanner(base: p, start: 0, end: b.count)
+    let count = b.count
     var i = 0
-    while i < b.count {
+    while i < count {
+        // Whole words while they are ASCII (header values nearly always are), up to the first byte that is not.
+        while i &+ 8 <= count {
+            let high = base.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080
+            if high != 0 { i &+= high.trailingZeroBitCount >> 3; break }
+            i &+= 8
+        }
+        if i >= count { break }
         if p[i] < 0x80 { i &+= 1; continue }
         let n = s.utf8SequenceLength(at: i)
         if n == 0 { return false }

@@ -155,9 +155,13 @@ struct JSONScanner {
             } else if c < 0x20 {
                 pos = i; fail("control character in string"); return StringInfo(start: contentStart, end: i, escaped: escaped, decodedLength: 0)
             } else if c >= 0x80 {
-                let n = utf8SequenceLength(at: i)
-                if n == 0 { pos = i; fail("invalid UTF-8"); return StringInfo(start: contentStart, end: i, escaped: escaped, decodedLength: 0) }
-                i &+= n
+                // A run of non-ASCII text (most scripts but Latin) is validated here, sequence after sequence,
+                // rather than each character going back through the word tests above.
+                repeat {
+                    let n = utf8SequenceLength(at: i)
+                    if n == 0 { pos = i; fail("invalid UTF-8"); return StringInfo(start: contentStart, end: i, escaped: escaped, decodedLength: 0) }
+                    i &+= n
+                } while i < end && p[i] >= 0x80
             } else {
                 i &+= 1  // a false positive of the word test
             }
@@ -211,8 +215,10 @@ struct JSONScanner {
     /// the bottom bytes become `0`s, then the usual three multiply-add steps.
     @inline(__always) func digitsValue(_ i: Int, _ n: Int) -> UInt64 {
         let w = UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)
+        // Masking shifts (no over-shift branches): `shift` is 0...56 for n in 1...8; the fill is shifted
+        // from the fill already shifted by one (0x30... >> 1), so that n = 8 (shift 0) gives no fill.
         let shift = UInt64(truncatingIfNeeded: 64 &- n &* 8)
-        var v = ((w << shift) | (0x3030_3030_3030_3030 >> (64 &- shift))) &- 0x3030_3030_3030_3030
+        var v = ((w &<< shift) | (0x1818_1818_1818_1818 &>> (63 &- shift))) &- 0x3030_3030_3030_3030
         v = (v &* 10) &+ (v >> 8)
         v = (((v & 0x0000_00FF_0000_00FF) &* 0x000F_4240_0000_0064)
             &+ (((v >> 16) & 0x0000_00FF_0000_00FF) &* 0x0000_2710_0000_0001)) >> 32
