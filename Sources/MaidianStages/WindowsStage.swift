@@ -170,32 +170,14 @@ public final class WindowsStage: Stage, Repartitioning {
 
     let config: Config
     let logger: Logger
-    /// Every size's window length, the first first.
-    let windows: [Int64]
-    /// Progress goes out once per this much watermark: the smallest size, whose windows it completes first.
-    let progressEvery: Int64
-    let lateness: Int64
-    let allowedLateness: Int64
-    let visitTimeout: Int64
-    let trailMaxAge: Int64
-    let trailLength: Int
-    /// Dims names in output order (sorted), with the slot where `content=` goes.
-    let dimNames: [[UInt8]]
-    let contentSlot: Int
-    /// Index in `dimNames` of `app_version` (read from `lib` when properties lack it), or -1.
-    let appVersionSlot: Int
+    /// The stage's constants (see `WindowsSettings`).
+    let settings: WindowsSettings
     let finder: PropertyFinder
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
     var held: [Int32] = []
     /// The interned texts, dims, combos and record heads (see `WindowsCatalog`).
     let catalog: WindowsCatalog
-    /// The role names, in role order (a name listed twice is found under its first role, as a scan in role
-    /// order would find it), and per member number its role and interned event name.
-    let roleNames: TextSet
-    let roleOfName: [(role: Int, event: Int32)]
-    /// `PropertyFinder` bits of the `by` properties.
-    let dimsWanted: UInt64
 
     // Output wiring.
     public var partialsTopic: String? { config.partialsTopic }
@@ -232,43 +214,11 @@ public final class WindowsStage: Stage, Repartitioning {
     public init(config: Config, context: StageContext) throws {
         self.config = config
         self.logger = context.logger
-        windows = config.sizes.map(\.window.milliseconds)
-        progressEvery = windows.min()!
-        lateness = config.lateness.milliseconds
-        allowedLateness = config.allowedLateness.milliseconds
-        visitTimeout = config.visitTimeout.milliseconds
-        trailMaxAge = config.trailMaxAge.milliseconds
-        trailLength = config.trailLength
-        var dims = config.by.sorted()
-        contentSlot = dims.firstIndex { $0 > "content" } ?? dims.count
-        dims.insert("content", at: contentSlot)
-        dimNames = dims.map { Array($0.utf8) }
-        appVersionSlot = dims.firstIndex(of: "app_version") ?? -1
-        // Property slots: 0 $screen_name, 1 current_url, 2 $app_version, 3 $element_path, 4 $element_type,
-        // 5 $element_position, 6 $element_index, 7 $element_content, then the `by` properties.
-        let fixed = ["$screen_name", "current_url", "$app_version", "$element_path", "$element_type",
-                     "$element_position", "$element_index", "$element_content"]
+        var names = Interner()
+        settings = WindowsSettings(config: config, roles: context.roles, eventNames: &names)
         // A page is read from current_url only without $screen_name, a position from $element_index only
         // without $element_position.
-        finder = PropertyFinder(fixed + config.by.sorted().map { $0 == "app_version" ? "$app_version" : $0 },
-                                alternatives: [(0, 1), (5, 6)])
-        var dimsBits: UInt64 = 0
-        for n in fixed.count..<(fixed.count + config.by.count) where n < 64 { dimsBits |= 1 << UInt64(n) }
-        dimsWanted = dimsBits
-        let r = context.roles
-        let roleLists = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash]
-        var names = Interner()
-        let roleEventIDs = roleLists.map { $0.map { names.intern(Array($0.utf8)) } }
-        var members: [String] = []
-        var ofName: [(role: Int, event: Int32)] = []
-        for (role, list) in roleLists.enumerated() {
-            for (i, name) in list.enumerated() {
-                members.append(name)
-                ofName.append((role, roleEventIDs[role][i]))
-            }
-        }
-        self.roleNames = TextSet(members)
-        roleOfName = ofName
+        finder = PropertyFinder(settings.finderNames, alternatives: [(0, 1), (5, 6)])
         catalog = WindowsCatalog(
             eventNames: names,
             ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
@@ -294,14 +244,14 @@ public final class WindowsStage: Stage, Repartitioning {
     /// day of input), a visit timeout beyond the last visit sweep (once a minute of watermark, `sweepEvery`),
     /// and the trail age plus the lateness (a crash up to `lateness` behind the newest event time still shows
     /// entries up to the trail age before it).
-    public var stateHorizon: Int64 { lateness + max(windows.max()!, Self.sweepEvery + visitTimeout, trailMaxAge) }
+    public var stateHorizon: Int64 { settings.lateness + max(settings.windows.max()!, Self.sweepEvery + settings.visitTimeout, settings.trailMaxAge) }
 
     public var outputTopics: [String] { config.sizes.map(\.countsTopic) + [config.dwellTopic, config.trailsTopic] }
 
     public func restore(partition: Int32, maxEventTime: Int64?) {
-        let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: windows)
+        let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: settings.windows)
         // The previous owner had closed the windows the watermark passed: late events for them are deltas.
-        if let maxEventTime { st.closedUpTo = saturatingSub(maxEventTime, lateness) }
+        if let maxEventTime { st.closedUpTo = saturatingSub(maxEventTime, settings.lateness) }
         partitions[partition] = st
     }
 
@@ -320,7 +270,7 @@ public final class WindowsStage: Stage, Repartitioning {
 
     func state(_ p: Int32) -> PartitionWindows {
         if let s = partitions[p] { return s }
-        let s = PartitionWindows(partition: p, maxTime: nil, windows: windows)
+        let s = PartitionWindows(partition: p, maxTime: nil, windows: settings.windows)
         partitions[p] = s
         return s
     }

@@ -9,7 +9,7 @@ extension WindowsStage {
             st.idleSent = false
             st.progressSent = .min  // report the real watermark again
         }
-        let watermark = st.maxTime.map { saturatingSub($0, lateness) }
+        let watermark = st.maxTime.map { saturatingSub($0, settings.lateness) }
         if final {
             while let e = st.pending.pop() { apply(e, st, record: record, output: &output) }
             if let watermark { sweep(st, watermark: watermark, record: record, output: &output) }
@@ -34,7 +34,7 @@ extension WindowsStage {
             sweep(st, watermark: bucket, record: record, output: &output)
         }
         closeWindows(st, upTo: watermark, record: record, output: &output)
-        if st.progressSent == .min || floorDiv(watermark, progressEvery) > floorDiv(st.progressSent, progressEvery) {
+        if st.progressSent == .min || floorDiv(watermark, settings.progressEvery) > floorDiv(st.progressSent, settings.progressEvery) {
             sendProgress(st, watermark, idle: false, record: record, output: &output)
         }
     }
@@ -47,18 +47,18 @@ extension WindowsStage {
     /// install that is still uploading may be sending its cached events: its own clock decides, in `apply`),
     /// and forgets installs with nothing left to need.
     private func sweep(_ st: PartitionWindows, watermark: Int64, record: Int32, output: inout OutputBuffer) {
-        let silentBefore = saturatingSub(st.collectorNow, visitTimeout)
+        let silentBefore = saturatingSub(st.collectorNow, settings.visitTimeout)
         for u in st.liveUsers where Int64(st.users[Int(u)].lastReceived) * 1000 <= silentBefore {
             timeOut(st, u, now: watermark, record: record, output: &output)
         }
-        st.expireUsers(before: saturatingSub(watermark, max(trailMaxAge, visitTimeout)))
+        st.expireUsers(before: saturatingSub(watermark, max(settings.trailMaxAge, settings.visitTimeout)))
     }
 
     private func timeOut(_ st: PartitionWindows, _ u: Int32, now: Int64, record: Int32, output: inout OutputBuffer) {
         var k = 0
         while k < st.users[Int(u)].visits.count {
             let v = st.users[Int(u)].visits[k]
-            if saturatingAdd(v.enter, visitTimeout) < now {
+            if saturatingAdd(v.enter, settings.visitTimeout) < now {
                 st.users[Int(u)].visits.remove(at: k)
                 close(st, u, v, by: "timeout", at: nil, closer: nil, record: record, output: &output)
             } else {
@@ -113,7 +113,7 @@ extension WindowsStage {
     }
 
     private func addToTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent) {
-        let length = trailLength
+        let length = settings.trailLength
         guard length > 0 else { return }
         let entry = TrailEntry(time: e.time, event: e.event, page: e.page, element: e.element)
         let count = st.users[Int(u)].trail.count
@@ -181,7 +181,7 @@ extension WindowsStage {
         let n = user.trail.count, start = Int(user.trailStart)
         for k in 0..<n {
             let t = user.trail[start + k < n ? start + k : start + k - n]
-            guard t.time >= e.time &- trailMaxAge else { continue }
+            guard t.time >= e.time &- settings.trailMaxAge else { continue }
             if !first { output.bytes.append(0x2C) }
             first = false
             JSONOut.appendRaw("{\"time\":", to: &output.bytes)
@@ -336,7 +336,7 @@ extension WindowsStage {
                 st.idleSent = true
                 idleCounter.add()
                 logger.info("source partition \(p) idle for \(config.idleTimeout): it no longer holds windows back")
-                sendProgress(st, st.maxTime.map { saturatingSub($0, lateness) } ?? .min, idle: true, record: -1, output: &output)
+                sendProgress(st, st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min, idle: true, record: -1, output: &output)
             }
         }
     }

@@ -68,8 +68,8 @@ extension WindowsStage {
                     recordKeyTaken = false
                 }
                 // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
-                let watermark = st.maxTime.map { saturatingSub($0, lateness) } ?? .min
-                let tooLate = saturatingSub(watermark, allowedLateness)
+                let watermark = st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min
+                let tooLate = saturatingSub(watermark, settings.allowedLateness)
                 var newest = st.maxTime
                 var drained = false
                 for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
@@ -127,7 +127,7 @@ extension WindowsStage {
         if ev.hitCount == 0 && roleNumber < 0 { return }
         let role = roleNumber < 0 ? nil : Role(rawValue: UInt8(roleNumber))
         let needsDims = ev.hitCount > 0 || role == .pageEnter
-        var wanted: UInt64 = needsDims ? dimsWanted : 0
+        var wanted: UInt64 = needsDims ? settings.dimsWanted : 0
         if roleNumber >= 0 { wanted |= Self.roleWanted[roleNumber] }
         finder.find(v, ev, wanted: wanted)
         let userHash = v.userHash(ev)
@@ -197,8 +197,8 @@ extension WindowsStage {
         guard name.isPresent else { return (-1, -1) }
         let bytes = v.jsonBytes(name)
         let h = ev.eventNameHash != 0 ? ev.eventNameHash : bytes.hash
-        guard let k = roleNames.index(of: bytes, hash: h) else { return (-1, -1) }
-        let e = roleOfName[k]
+        guard let k = settings.roleNames.index(of: bytes, hash: h) else { return (-1, -1) }
+        let e = settings.roleOfName[k]
         return (e.role, e.event)
     }
 
@@ -208,7 +208,7 @@ extension WindowsStage {
         identity.removeAll(keepingCapacity: true)
         let found = finder.found
         var slot = 8
-        for n in 0..<dimNames.count where n != contentSlot {
+        for n in 0..<settings.dimNames.count where n != settings.contentSlot {
             let k = found[slot]
             slot += 1
             let at = identity.count
@@ -217,9 +217,9 @@ extension WindowsStage {
             var has = true
             if let t = v.text(ofProperty: k) {
                 t.append(to: &identity)
-            } else if n == appVersionSlot {
+            } else if n == settings.appVersionSlot {
                 has = libAppVersion(v, ev, to: &identity)
-            } else if let t = dimNames[n].withByteView({ v.text(ofAdded: $0, ev) }) {
+            } else if let t = settings.dimNames[n].withByteView({ v.text(ofAdded: $0, ev) }) {
                 // A preset or rule parameter an earlier stage added (enrichment never overwrites a client
                 // property, so one sent by the client was found above).
                 t.append(to: &identity)
@@ -243,8 +243,8 @@ extension WindowsStage {
     private func makeDimsInfo(_ identity: [UInt8]) -> DimsInfo {
         var info = DimsInfo(key: [], json: [0x7B], keyContentPosition: 0, jsonContentPosition: 1)
         var i = 0
-        for (n, name) in dimNames.enumerated() {
-            if n == contentSlot {
+        for (n, name) in settings.dimNames.enumerated() {
+            if n == settings.contentSlot {
                 info.keyContentPosition = info.key.count
                 info.jsonContentPosition = info.json.count
                 continue
