@@ -182,26 +182,21 @@ public final class WindowsStage: Stage, Repartitioning {
     // Output wiring.
     public var partialsTopic: String? { config.partialsTopic }
     var partialsName = ""
-    var partialsPartitions: Int32 = 1
     var sourcePartitions: Int32 = 1
-    var topicPartials: Int32 = -1
-    var topicDwell: Int32 = -1
-    var topicTrails: Int32 = -1
     let windowMerger: WindowMerger
+    /// Writes records, partials and progress (see `WindowsEmitter`).
+    let emitter: WindowsEmitter
     public var merger: any PartialMerger { windowMerger }
 
     let lateCounter: StageCounter
     let tooLateCounter: StageCounter
     let orphanCounter: StageCounter
-    let visitsCounter: StageCounter
-    let trailsCounter: StageCounter
     let idleCounter: StageCounter
 
     // Reused buffers.
     @exclusivity(unchecked) var text: [UInt8] = []
     @exclusivity(unchecked) var keyBuffer: [UInt8] = []
     @exclusivity(unchecked) var identity: [UInt8] = []
-    @exclusivity(unchecked) var headBuffer: [UInt8] = []
     @exclusivity(unchecked) var identifier: [UInt8] = []
     @exclusivity(unchecked) var libMemoKey: [UInt8] = []
     @exclusivity(unchecked) var libMemoValue: [UInt8]?
@@ -222,20 +217,19 @@ public final class WindowsStage: Stage, Repartitioning {
         catalog = WindowsCatalog(
             eventNames: names,
             ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
+        emitter = WindowsEmitter(catalog: catalog, settings: settings, context: context)
         windowMerger = WindowMerger(sizes: config.sizes.enumerated().map { ($0.offset == 0 ? 0 : $0.element.window.milliseconds, $0.element.countsTopic) },
                                     allowedLateness: config.allowedLateness.milliseconds,
                                     lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)
         lateCounter = context.counter("late")
         tooLateCounter = context.counter("too_late")
         orphanCounter = context.counter("orphan_leaves")
-        visitsCounter = context.counter("visits_closed")
-        trailsCounter = context.counter("trails")
         idleCounter = context.counter("idle_partitions")
     }
 
     public func connect(partialsTopic: String, partialsPartitions: Int32, sourcePartitions: Int32) {
         partialsName = partialsTopic
-        self.partialsPartitions = max(1, partialsPartitions)
+        emitter.partialsPartitions = max(1, partialsPartitions)
         self.sourcePartitions = max(1, sourcePartitions)
         windowMerger.sourcePartitions = self.sourcePartitions
     }
@@ -261,10 +255,10 @@ public final class WindowsStage: Stage, Repartitioning {
     }
 
     func wire(_ output: inout OutputBuffer) {
-        if topicDwell < 0 {
-            topicDwell = output.topicIndex(config.dwellTopic)
-            topicTrails = output.topicIndex(config.trailsTopic)
-            topicPartials = output.topicIndex(partialsName.isEmpty ? (config.partialsTopic ?? "maidian.partials") : partialsName)
+        if emitter.topicDwell < 0 {
+            emitter.topicDwell = output.topicIndex(config.dwellTopic)
+            emitter.topicTrails = output.topicIndex(config.trailsTopic)
+            emitter.topicPartials = output.topicIndex(partialsName.isEmpty ? (config.partialsTopic ?? "maidian.partials") : partialsName)
         }
     }
 

@@ -617,7 +617,7 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertTrue(t2["app_version"] is NSNull)
         XCTAssertEqual((t2["trail"] as? [Any])?.count, 0)
         XCTAssertEqual(h.outputs.filter { $0.topic == "crash.trails" }.map(\.key).sorted(), ["u1", "u2"])
-        XCTAssertEqual(h.stage.trailsCounter.value, 2)
+        XCTAssertEqual(h.stage.emitter.trailsCounter.value, 2)
     }
 
     func testTrailLeavesOutEntriesOlderThanTheMaximumAge() throws {
