@@ -172,7 +172,6 @@ public final class WindowsStage: Stage, Repartitioning {
     let logger: Logger
     /// The stage's constants (see `WindowsSettings`).
     let settings: WindowsSettings
-    let finder: PropertyFinder
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
     var held: [Int32] = []
@@ -186,44 +185,26 @@ public final class WindowsStage: Stage, Repartitioning {
     let windowMerger: WindowMerger
     /// Writes records, partials and progress (see `WindowsEmitter`).
     let emitter: WindowsEmitter
+    /// Marks, counts and pairs events (see `WindowsProcessor`).
+    let processor: WindowsProcessor
     public var merger: any PartialMerger { windowMerger }
 
-    let lateCounter: StageCounter
-    let tooLateCounter: StageCounter
-    let orphanCounter: StageCounter
     let idleCounter: StageCounter
-
-    // Reused buffers.
-    @exclusivity(unchecked) var text: [UInt8] = []
-    @exclusivity(unchecked) var keyBuffer: [UInt8] = []
-    @exclusivity(unchecked) var identity: [UInt8] = []
-    @exclusivity(unchecked) var identifier: [UInt8] = []
-    @exclusivity(unchecked) var libMemoKey: [UInt8] = []
-    @exclusivity(unchecked) var libMemoValue: [UInt8]?
-    @exclusivity(unchecked) var lateEvents: [Int32] = []
-    @exclusivity(unchecked) var tooLateEvents: [Int32] = []
-    /// Hash64 of the current record's key, and whether one of its events was that install's (see `process`).
-    @exclusivity(unchecked) var recordKey: UInt64 = 0
-    @exclusivity(unchecked) var recordKeyTaken = false
 
     public init(config: Config, context: StageContext) throws {
         self.config = config
         self.logger = context.logger
         var names = Interner()
         settings = WindowsSettings(config: config, roles: context.roles, eventNames: &names)
-        // A page is read from current_url only without $screen_name, a position from $element_index only
-        // without $element_position.
-        finder = PropertyFinder(settings.finderNames, alternatives: [(0, 1), (5, 6)])
         catalog = WindowsCatalog(
             eventNames: names,
             ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
+        let late = context.counter("late"), tooLate = context.counter("too_late"), orphans = context.counter("orphan_leaves")
         emitter = WindowsEmitter(catalog: catalog, settings: settings, context: context)
+        processor = WindowsProcessor(catalog: catalog, settings: settings, emitter: emitter, late: late, tooLate: tooLate, orphans: orphans)
         windowMerger = WindowMerger(sizes: config.sizes.enumerated().map { ($0.offset == 0 ? 0 : $0.element.window.milliseconds, $0.element.countsTopic) },
                                     allowedLateness: config.allowedLateness.milliseconds,
                                     lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)
-        lateCounter = context.counter("late")
-        tooLateCounter = context.counter("too_late")
-        orphanCounter = context.counter("orphan_leaves")
         idleCounter = context.counter("idle_partitions")
     }
 
@@ -238,7 +219,7 @@ public final class WindowsStage: Stage, Repartitioning {
     /// day of input), a visit timeout beyond the last visit sweep (once a minute of watermark, `sweepEvery`),
     /// and the trail age plus the lateness (a crash up to `lateness` behind the newest event time still shows
     /// entries up to the trail age before it).
-    public var stateHorizon: Int64 { settings.lateness + max(settings.windows.max()!, Self.sweepEvery + settings.visitTimeout, settings.trailMaxAge) }
+    public var stateHorizon: Int64 { settings.lateness + max(settings.windows.max()!, WindowsProcessor.sweepEvery + settings.visitTimeout, settings.trailMaxAge) }
 
     public var outputTopics: [String] { config.sizes.map(\.countsTopic) + [config.dwellTopic, config.trailsTopic] }
 
@@ -267,5 +248,43 @@ public final class WindowsStage: Stage, Repartitioning {
         let s = PartitionWindows(partition: p, maxTime: nil, windows: settings.windows)
         partitions[p] = s
         return s
+    }
+
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
+        wire(&output)
+        processor.process(&batch, output: &output) { state($0) }
+    }
+
+    /// End of a bounded run: every held partition's visits, windows and a final progress.
+    public func finish(output: inout OutputBuffer) throws {
+        wire(&output)
+        var all = Set(partitions.keys)
+        for p in held { all.insert(p) }
+        for p in all.sorted() {
+            processor.advance(state(p), final: true, record: -1, output: &output)
+        }
+    }
+
+    /// Called by the worker between batches with the source partitions it holds: partitions without input
+    /// for the idle timeout stop holding windows back.
+    public func tick(held: [Int32], output: inout OutputBuffer) {
+        wire(&output)
+        self.held = held
+        let now = ContinuousClock.now
+        let idle = Duration.milliseconds(config.idleTimeout.milliseconds)
+        for p in held {
+            let st = state(p)
+            if !st.idleSent && now - st.lastInput >= idle {
+                st.idleSent = true
+                idleCounter.add()
+                logger.info("source partition \(p) idle for \(config.idleTimeout): it no longer holds windows back")
+                emitter.sendProgress(st, st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min, idle: true, record: -1, output: &output)
+            }
+        }
+    }
+
+    /// Open visits and tracked users over all partitions (state-size reports).
+    public var stateSize: (users: Int, openVisits: Int) {
+        partitions.values.reduce((0, 0)) { ($0.0 + $1.userCount, $0.1 + $1.openVisits) }
     }
 }

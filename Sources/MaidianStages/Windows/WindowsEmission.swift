@@ -1,7 +1,7 @@
 import MaidianEvents
 import MaidianPipeline
 
-extension WindowsStage {
+extension WindowsProcessor {
     /// After a partition's input moved on: pair what the watermark passed, expire visits, write the windows
     /// the watermark closed and tell the mergers how far this partition is. `final`: the end of a bounded run.
     func advance(_ st: PartitionWindows, final: Bool, record: Int32, output: inout OutputBuffer) {
@@ -127,39 +127,6 @@ extension WindowsStage {
             st.users[Int(u)].trail[oldest] = entry
             st.users[Int(u)].trailStart = Int32(oldest + 1 == length ? 0 : oldest + 1)
         }
-    }
-
-    /// End of a bounded run: every held partition's visits, windows and a final progress.
-    public func finish(output: inout OutputBuffer) throws {
-        wire(&output)
-        var all = Set(partitions.keys)
-        for p in held { all.insert(p) }
-        for p in all.sorted() {
-            advance(state(p), final: true, record: -1, output: &output)
-        }
-    }
-
-    /// Called by the worker between batches with the source partitions it holds: partitions without input
-    /// for the idle timeout stop holding windows back.
-    public func tick(held: [Int32], output: inout OutputBuffer) {
-        wire(&output)
-        self.held = held
-        let now = ContinuousClock.now
-        let idle = Duration.milliseconds(config.idleTimeout.milliseconds)
-        for p in held {
-            let st = state(p)
-            if !st.idleSent && now - st.lastInput >= idle {
-                st.idleSent = true
-                idleCounter.add()
-                logger.info("source partition \(p) idle for \(config.idleTimeout): it no longer holds windows back")
-                emitter.sendProgress(st, st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min, idle: true, record: -1, output: &output)
-            }
-        }
-    }
-
-    /// Open visits and tracked users over all partitions (state-size reports).
-    public var stateSize: (users: Int, openVisits: Int) {
-        partitions.values.reduce((0, 0)) { ($0.0 + $1.userCount, $0.1 + $1.openVisits) }
     }
 }
 

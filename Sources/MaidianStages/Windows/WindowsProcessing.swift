@@ -23,9 +23,48 @@ struct ComboPieces {
     var headDims: Range<Int>
 }
 
-extension WindowsStage {
-    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        wire(&output)
+/// The per-event work of the windows stage: marks late and too-late events, counts matched events into
+/// their partition's windows, queues role events and pairs them in event-time order (`advance`, `apply`),
+/// keeping each install's trail. Owns its reusable buffers and the property finder; numbers texts in the
+/// catalog and hands closed visits, trails, windows and progress to the emitter.
+final class WindowsProcessor {
+    let catalog: WindowsCatalog
+    let settings: WindowsSettings
+    let emitter: WindowsEmitter
+    let finder: PropertyFinder
+    let lateCounter: StageCounter
+    let tooLateCounter: StageCounter
+    let orphanCounter: StageCounter
+
+    // Reused buffers.
+    @exclusivity(unchecked) var text: [UInt8] = []
+    @exclusivity(unchecked) var keyBuffer: [UInt8] = []
+    @exclusivity(unchecked) var identity: [UInt8] = []
+    @exclusivity(unchecked) var identifier: [UInt8] = []
+    @exclusivity(unchecked) var libMemoKey: [UInt8] = []
+    @exclusivity(unchecked) var libMemoValue: [UInt8]?
+    @exclusivity(unchecked) var lateEvents: [Int32] = []
+    @exclusivity(unchecked) var tooLateEvents: [Int32] = []
+    /// Hash64 of the current record's key, and whether one of its events was that install's (see `process`).
+    @exclusivity(unchecked) var recordKey: UInt64 = 0
+    @exclusivity(unchecked) var recordKeyTaken = false
+
+    /// The counters come from the stage, which registers them in their listed order.
+    init(catalog: WindowsCatalog, settings: WindowsSettings, emitter: WindowsEmitter,
+         late: StageCounter, tooLate: StageCounter, orphans: StageCounter) {
+        self.catalog = catalog
+        self.settings = settings
+        self.emitter = emitter
+        // A page is read from current_url only without $screen_name, a position from $element_index only
+        // without $element_position.
+        finder = PropertyFinder(settings.finderNames, alternatives: [(0, 1), (5, 6)])
+        lateCounter = late
+        tooLateCounter = tooLate
+        orphanCounter = orphans
+    }
+
+    /// One batch: `state` gives a source partition's state (the stage owns the partitions).
+    func process(_ batch: inout EventBatch, output: inout OutputBuffer, state: (Int32) -> PartitionWindows) {
         let now = ContinuousClock.now
         var touched: [PartitionWindows] = []
         lateEvents.removeAll(keepingCapacity: true)
