@@ -180,16 +180,12 @@ public final class WindowsStage: Stage, Repartitioning {
 
     // Output wiring.
     public var partialsTopic: String? { config.partialsTopic }
-    var partialsName = ""
-    var sourcePartitions: Int32 = 1
     let windowMerger: WindowMerger
     /// Writes records, partials and progress (see `WindowsEmitter`).
     let emitter: WindowsEmitter
     /// Marks, counts and pairs events (see `WindowsProcessor`).
     let processor: WindowsProcessor
     public var merger: any PartialMerger { windowMerger }
-
-    let idleCounter: StageCounter
 
     public init(config: Config, context: StageContext) throws {
         self.config = config
@@ -200,19 +196,17 @@ public final class WindowsStage: Stage, Repartitioning {
             eventNames: names,
             ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
         let late = context.counter("late"), tooLate = context.counter("too_late"), orphans = context.counter("orphan_leaves")
-        emitter = WindowsEmitter(catalog: catalog, settings: settings, context: context)
+        emitter = WindowsEmitter(catalog: catalog, settings: settings, config: config, context: context)
         processor = WindowsProcessor(catalog: catalog, settings: settings, emitter: emitter, late: late, tooLate: tooLate, orphans: orphans)
         windowMerger = WindowMerger(sizes: config.sizes.enumerated().map { ($0.offset == 0 ? 0 : $0.element.window.milliseconds, $0.element.countsTopic) },
                                     allowedLateness: config.allowedLateness.milliseconds,
                                     lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)
-        idleCounter = context.counter("idle_partitions")
     }
 
     public func connect(partialsTopic: String, partialsPartitions: Int32, sourcePartitions: Int32) {
-        partialsName = partialsTopic
+        if !partialsTopic.isEmpty { emitter.partialsName = partialsTopic }
         emitter.partialsPartitions = max(1, partialsPartitions)
-        self.sourcePartitions = max(1, sourcePartitions)
-        windowMerger.sourcePartitions = self.sourcePartitions
+        windowMerger.sourcePartitions = max(1, sourcePartitions)
     }
 
     /// State reaches back the largest window plus the lateness (open windows: a day's window is rebuilt from a
@@ -235,14 +229,6 @@ public final class WindowsStage: Stage, Repartitioning {
         held.removeAll { revoked.contains($0) }
     }
 
-    func wire(_ output: inout OutputBuffer) {
-        if emitter.topicDwell < 0 {
-            emitter.topicDwell = output.topicIndex(config.dwellTopic)
-            emitter.topicTrails = output.topicIndex(config.trailsTopic)
-            emitter.topicPartials = output.topicIndex(partialsName.isEmpty ? (config.partialsTopic ?? "maidian.partials") : partialsName)
-        }
-    }
-
     func state(_ p: Int32) -> PartitionWindows {
         if let s = partitions[p] { return s }
         let s = PartitionWindows(partition: p, maxTime: nil, windows: settings.windows)
@@ -251,13 +237,13 @@ public final class WindowsStage: Stage, Repartitioning {
     }
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        wire(&output)
+        emitter.wire(&output)
         processor.process(&batch, output: &output) { state($0) }
     }
 
     /// End of a bounded run: every held partition's visits, windows and a final progress.
     public func finish(output: inout OutputBuffer) throws {
-        wire(&output)
+        emitter.wire(&output)
         var all = Set(partitions.keys)
         for p in held { all.insert(p) }
         for p in all.sorted() {
@@ -268,7 +254,7 @@ public final class WindowsStage: Stage, Repartitioning {
     /// Called by the worker between batches with the source partitions it holds: partitions without input
     /// for the idle timeout stop holding windows back.
     public func tick(held: [Int32], output: inout OutputBuffer) {
-        wire(&output)
+        emitter.wire(&output)
         self.held = held
         let now = ContinuousClock.now
         let idle = Duration.milliseconds(config.idleTimeout.milliseconds)
@@ -276,7 +262,7 @@ public final class WindowsStage: Stage, Repartitioning {
             let st = state(p)
             if !st.idleSent && now - st.lastInput >= idle {
                 st.idleSent = true
-                idleCounter.add()
+                emitter.idleCounter.add()
                 logger.info("source partition \(p) idle for \(config.idleTimeout): it no longer holds windows back")
                 emitter.sendProgress(st, st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min, idle: true, record: -1, output: &output)
             }

@@ -271,7 +271,7 @@ final class WindowsStageTests: XCTestCase {
 
         Thread.sleep(forTimeInterval: 0.03)
         let out = try h.tick(held: [1])
-        XCTAssertEqual(h.stage.idleCounter.value, 1)
+        XCTAssertEqual(h.stage.emitter.idleCounter.value, 1)
         XCTAssertEqual(out.count, 1)
         XCTAssertNil(out.first?.offset)
         let last = try XCTUnwrap(h.progress.last)
@@ -280,7 +280,7 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertTrue(last.idle)
         XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["count"]), 1, "written without the idle partition")
         try h.tick(held: [1])
-        XCTAssertEqual(h.stage.idleCounter.value, 1, "idle is reported once")
+        XCTAssertEqual(h.stage.emitter.idleCounter.value, 1, "idle is reported once")
 
         // Partition 1 comes back: its window-0 partial is late for the merger; the written value stays.
         try h.run([[Ev.other("u9", 200_000)]], partition: 1)
@@ -294,7 +294,7 @@ final class WindowsStageTests: XCTestCase {
         let h = try H()  // idle timeout 60 s
         try h.run([[Ev.enter("u1", home, 10_000)]])
         try h.tick(held: [0, 1])
-        XCTAssertEqual(h.stage.idleCounter.value, 0)
+        XCTAssertEqual(h.stage.emitter.idleCounter.value, 0)
         XCTAssertFalse(h.progress.contains { $0.idle })
     }
 
@@ -305,7 +305,7 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["count"]), 1)
         Thread.sleep(forTimeInterval: 0.03)
         try h.tick(held: [0])
-        XCTAssertEqual(h.stage.idleCounter.value, 1)
+        XCTAssertEqual(h.stage.emitter.idleCounter.value, 1)
         try h.run([[Ev.enter("u2", home, 130_000)], [Ev.other("u2", 250_000)]])
         XCTAssertEqual(h.merger.latePartials.value, 0)
         XCTAssertEqual(int(h.counts[key("pv", "home", 2)]?["count"]), 1)

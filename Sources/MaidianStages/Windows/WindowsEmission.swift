@@ -136,19 +136,37 @@ extension WindowsProcessor {
 final class WindowsEmitter {
     let catalog: WindowsCatalog
     let settings: WindowsSettings
+    let dwellTopic: String
+    let trailsTopic: String
+    /// The internal topic: the one `connect` names, else `partials_topic`, else `maidian.partials`.
+    var partialsName: String
     var partialsPartitions: Int32 = 1
     var topicPartials: Int32 = -1
     var topicDwell: Int32 = -1
     var topicTrails: Int32 = -1
     let visitsCounter: StageCounter
     let trailsCounter: StageCounter
+    let idleCounter: StageCounter
     @exclusivity(unchecked) var headBuffer: [UInt8] = []
 
-    init(catalog: WindowsCatalog, settings: WindowsSettings, context: StageContext) {
+    init(catalog: WindowsCatalog, settings: WindowsSettings, config: WindowsStage.Config, context: StageContext) {
         self.catalog = catalog
         self.settings = settings
+        dwellTopic = config.dwellTopic
+        trailsTopic = config.trailsTopic
+        partialsName = config.partialsTopic ?? "maidian.partials"
         visitsCounter = context.counter("visits_closed")
         trailsCounter = context.counter("trails")
+        idleCounter = context.counter("idle_partitions")
+    }
+
+    /// Looks up the output topics' numbers once, at the first batch (the buffer numbers topics as they come).
+    func wire(_ output: inout OutputBuffer) {
+        if topicDwell < 0 {
+            topicDwell = output.topicIndex(dwellTopic)
+            topicTrails = output.topicIndex(trailsTopic)
+            topicPartials = output.topicIndex(partialsName)
+        }
     }
 
     /// A closed visit: its `metrics.dwell` record (with the `distinct_id` of the event that closed it, else of
