@@ -3,7 +3,7 @@
 // in release builds, and the readers of texts, properties and ids written once, here, beside the rest of the
 // access layer. Stages get one from `EventBatch.withView` and read through its accessors.
 
-/// The arenas of a batch, valid only inside `EventBatch.withView` (or `withWindowsView`). Element reads are
+/// The arenas of a batch, valid only inside `EventBatch.withView`. Element reads are
 /// checked in debug builds and unchecked in release builds, as `ByteView`'s are.
 ///
 /// Stages read through the accessors (events, records and hits by index, byte views of spans, texts of
@@ -266,12 +266,4 @@ extension EventBatch {
             }
         }
     }
-
-    /// `withView(_:)` under the windows stage's name for it.
-    @inlinable
-    public func withWindowsView<R>(_ body: (BatchView) throws -> R) rethrows -> R { try withView(body) }
 }
-
-/// `Bytes.equal` under the name the windows files call it by, until they compare through `ByteView`.
-@inlinable @inline(__always)
-public func bytesEqual(_ a: UnsafePointer<UInt8>, _ b: UnsafePointer<UInt8>, _ n: Int) -> Bool { Bytes.equal(a, b, n) }

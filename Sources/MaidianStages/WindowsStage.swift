@@ -170,138 +170,57 @@ public final class WindowsStage: Stage, Repartitioning {
 
     let config: Config
     let logger: Logger
-    /// Every size's window length, the first first.
-    let windows: [Int64]
-    /// Progress goes out once per this much watermark: the smallest size, whose windows it completes first.
-    let progressEvery: Int64
-    let lateness: Int64
-    let allowedLateness: Int64
-    let visitTimeout: Int64
-    let trailMaxAge: Int64
-    let trailLength: Int
-    /// Dims names in output order (sorted), with the slot where `content=` goes.
-    let dimNames: [[UInt8]]
-    let contentSlot: Int
-    /// Index in `dimNames` of `app_version` (read from `lib` when properties lack it), or -1.
-    let appVersionSlot: Int
-    let finder: PropertyFinder
+    /// The stage's constants (see `WindowsSettings`).
+    let settings: WindowsSettings
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
     var held: [Int32] = []
     /// The interned texts, dims, combos and record heads (see `WindowsCatalog`).
     let catalog: WindowsCatalog
-    /// The role names, in role order (a name listed twice is found under its first role, as a scan in role
-    /// order would find it), and per member number its role and interned event name.
-    let roleNames: TextSet
-    let roleOfName: [(role: Int, event: Int32)]
-    /// `PropertyFinder` bits of the `by` properties.
-    let dimsWanted: UInt64
 
     // Output wiring.
     public var partialsTopic: String? { config.partialsTopic }
-    var partialsName = ""
-    var partialsPartitions: Int32 = 1
-    var sourcePartitions: Int32 = 1
-    var topicPartials: Int32 = -1
-    var topicDwell: Int32 = -1
-    var topicTrails: Int32 = -1
     let windowMerger: WindowMerger
+    /// Writes records, partials and progress (see `WindowsEmitter`).
+    let emitter: WindowsEmitter
+    /// Marks, counts and pairs events (see `WindowsProcessor`).
+    let processor: WindowsProcessor
     public var merger: any PartialMerger { windowMerger }
-
-    let lateCounter: StageCounter
-    let tooLateCounter: StageCounter
-    let orphanCounter: StageCounter
-    let visitsCounter: StageCounter
-    let trailsCounter: StageCounter
-    let idleCounter: StageCounter
-
-    // Reused buffers.
-    @exclusivity(unchecked) var text: [UInt8] = []
-    @exclusivity(unchecked) var keyBuffer: [UInt8] = []
-    @exclusivity(unchecked) var identity: [UInt8] = []
-    @exclusivity(unchecked) var headBuffer: [UInt8] = []
-    @exclusivity(unchecked) var identifier: [UInt8] = []
-    @exclusivity(unchecked) var libMemoKey: [UInt8] = []
-    @exclusivity(unchecked) var libMemoValue: [UInt8]?
-    @exclusivity(unchecked) var lateEvents: [Int32] = []
-    @exclusivity(unchecked) var tooLateEvents: [Int32] = []
-    /// Hash64 of the current record's key, and whether one of its events was that install's (see `process`).
-    @exclusivity(unchecked) var recordKey: UInt64 = 0
-    @exclusivity(unchecked) var recordKeyTaken = false
 
     public init(config: Config, context: StageContext) throws {
         self.config = config
         self.logger = context.logger
-        windows = config.sizes.map(\.window.milliseconds)
-        progressEvery = windows.min()!
-        lateness = config.lateness.milliseconds
-        allowedLateness = config.allowedLateness.milliseconds
-        visitTimeout = config.visitTimeout.milliseconds
-        trailMaxAge = config.trailMaxAge.milliseconds
-        trailLength = config.trailLength
-        var dims = config.by.sorted()
-        contentSlot = dims.firstIndex { $0 > "content" } ?? dims.count
-        dims.insert("content", at: contentSlot)
-        dimNames = dims.map { Array($0.utf8) }
-        appVersionSlot = dims.firstIndex(of: "app_version") ?? -1
-        // Property slots: 0 $screen_name, 1 current_url, 2 $app_version, 3 $element_path, 4 $element_type,
-        // 5 $element_position, 6 $element_index, 7 $element_content, then the `by` properties.
-        let fixed = ["$screen_name", "current_url", "$app_version", "$element_path", "$element_type",
-                     "$element_position", "$element_index", "$element_content"]
-        // A page is read from current_url only without $screen_name, a position from $element_index only
-        // without $element_position.
-        finder = PropertyFinder(fixed + config.by.sorted().map { $0 == "app_version" ? "$app_version" : $0 },
-                                alternatives: [(0, 1), (5, 6)])
-        var dimsBits: UInt64 = 0
-        for n in fixed.count..<(fixed.count + config.by.count) where n < 64 { dimsBits |= 1 << UInt64(n) }
-        dimsWanted = dimsBits
-        let r = context.roles
-        let roleLists = [r.pageEnter, r.pageLeave, r.click, r.appStart, r.appEnd, r.crash]
         var names = Interner()
-        let roleEventIDs = roleLists.map { $0.map { names.intern(Array($0.utf8)) } }
-        var members: [String] = []
-        var ofName: [(role: Int, event: Int32)] = []
-        for (role, list) in roleLists.enumerated() {
-            for (i, name) in list.enumerated() {
-                members.append(name)
-                ofName.append((role, roleEventIDs[role][i]))
-            }
-        }
-        self.roleNames = TextSet(members)
-        roleOfName = ofName
+        settings = WindowsSettings(config: config, roles: context.roles, eventNames: &names)
         catalog = WindowsCatalog(
             eventNames: names,
             ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
+        let late = context.counter("late"), tooLate = context.counter("too_late"), orphans = context.counter("orphan_leaves")
+        emitter = WindowsEmitter(catalog: catalog, settings: settings, config: config, context: context)
+        processor = WindowsProcessor(catalog: catalog, settings: settings, emitter: emitter, late: late, tooLate: tooLate, orphans: orphans)
         windowMerger = WindowMerger(sizes: config.sizes.enumerated().map { ($0.offset == 0 ? 0 : $0.element.window.milliseconds, $0.element.countsTopic) },
                                     allowedLateness: config.allowedLateness.milliseconds,
                                     lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)
-        lateCounter = context.counter("late")
-        tooLateCounter = context.counter("too_late")
-        orphanCounter = context.counter("orphan_leaves")
-        visitsCounter = context.counter("visits_closed")
-        trailsCounter = context.counter("trails")
-        idleCounter = context.counter("idle_partitions")
     }
 
     public func connect(partialsTopic: String, partialsPartitions: Int32, sourcePartitions: Int32) {
-        partialsName = partialsTopic
-        self.partialsPartitions = max(1, partialsPartitions)
-        self.sourcePartitions = max(1, sourcePartitions)
-        windowMerger.sourcePartitions = self.sourcePartitions
+        if !partialsTopic.isEmpty { emitter.partialsName = partialsTopic }
+        emitter.partialsPartitions = max(1, partialsPartitions)
+        windowMerger.sourcePartitions = max(1, sourcePartitions)
     }
 
     /// State reaches back the largest window plus the lateness (open windows: a day's window is rebuilt from a
     /// day of input), a visit timeout beyond the last visit sweep (once a minute of watermark, `sweepEvery`),
     /// and the trail age plus the lateness (a crash up to `lateness` behind the newest event time still shows
     /// entries up to the trail age before it).
-    public var stateHorizon: Int64 { lateness + max(windows.max()!, Self.sweepEvery + visitTimeout, trailMaxAge) }
+    public var stateHorizon: Int64 { settings.lateness + max(settings.windows.max()!, WindowsProcessor.sweepEvery + settings.visitTimeout, settings.trailMaxAge) }
 
     public var outputTopics: [String] { config.sizes.map(\.countsTopic) + [config.dwellTopic, config.trailsTopic] }
 
     public func restore(partition: Int32, maxEventTime: Int64?) {
-        let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: windows)
+        let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: settings.windows)
         // The previous owner had closed the windows the watermark passed: late events for them are deltas.
-        if let maxEventTime { st.closedUpTo = saturatingSub(maxEventTime, lateness) }
+        if let maxEventTime { st.closedUpTo = saturatingSub(maxEventTime, settings.lateness) }
         partitions[partition] = st
     }
 
@@ -310,18 +229,48 @@ public final class WindowsStage: Stage, Repartitioning {
         held.removeAll { revoked.contains($0) }
     }
 
-    func wire(_ output: inout OutputBuffer) {
-        if topicDwell < 0 {
-            topicDwell = output.topicIndex(config.dwellTopic)
-            topicTrails = output.topicIndex(config.trailsTopic)
-            topicPartials = output.topicIndex(partialsName.isEmpty ? (config.partialsTopic ?? "maidian.partials") : partialsName)
+    func state(_ p: Int32) -> PartitionWindows {
+        if let s = partitions[p] { return s }
+        let s = PartitionWindows(partition: p, maxTime: nil, windows: settings.windows)
+        partitions[p] = s
+        return s
+    }
+
+    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
+        emitter.wire(&output)
+        processor.process(&batch, output: &output) { state($0) }
+    }
+
+    /// End of a bounded run: every held partition's visits, windows and a final progress.
+    public func finish(output: inout OutputBuffer) throws {
+        emitter.wire(&output)
+        var all = Set(partitions.keys)
+        for p in held { all.insert(p) }
+        for p in all.sorted() {
+            processor.advance(state(p), final: true, record: -1, output: &output)
         }
     }
 
-    func state(_ p: Int32) -> PartitionWindows {
-        if let s = partitions[p] { return s }
-        let s = PartitionWindows(partition: p, maxTime: nil, windows: windows)
-        partitions[p] = s
-        return s
+    /// Called by the worker between batches with the source partitions it holds: partitions without input
+    /// for the idle timeout stop holding windows back.
+    public func tick(held: [Int32], output: inout OutputBuffer) {
+        emitter.wire(&output)
+        self.held = held
+        let now = ContinuousClock.now
+        let idle = Duration.milliseconds(config.idleTimeout.milliseconds)
+        for p in held {
+            let st = state(p)
+            if !st.idleSent && now - st.lastInput >= idle {
+                st.idleSent = true
+                emitter.idleCounter.add()
+                logger.info("source partition \(p) idle for \(config.idleTimeout): it no longer holds windows back")
+                emitter.sendProgress(st, st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min, idle: true, record: -1, output: &output)
+            }
+        }
+    }
+
+    /// Open visits and tracked users over all partitions (state-size reports).
+    public var stateSize: (users: Int, openVisits: Int) {
+        partitions.values.reduce((0, 0)) { ($0.0 + $1.userCount, $0.1 + $1.openVisits) }
     }
 }

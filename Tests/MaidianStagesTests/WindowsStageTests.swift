@@ -32,12 +32,12 @@ final class WindowsStageTests: XCTestCase {
         try h.run([[Ev.leave("u1", home, 40_000)], [Ev.enter("u1", home, 10_000)]])
         // A window-1 event arrives before a window-0 event.
         try h.run([[Ev.enter("u2", product, 65_000)], [Ev.enter("u3", home, 50_000)]])
-        XCTAssertEqual(h.stage.lateCounter.value, 0)
+        XCTAssertEqual(h.stage.processor.lateCounter.value, 0)
         XCTAssertTrue(h.dwell.isEmpty, "the leave (40 s) waits until the watermark (35 s) passes it")
         XCTAssertTrue(h.countsWritten.isEmpty)
 
         try h.run([[Ev.other("u4", 200_000)]])  // watermark 170 s
-        XCTAssertEqual(h.stage.orphanCounter.value, 0)
+        XCTAssertEqual(h.stage.processor.orphanCounter.value, 0)
         let d = h.dwell(closedBy: "leave")
         XCTAssertEqual(d.count, 1)
         XCTAssertEqual(d.first?["distinct_id"] as? String, "u1")
@@ -73,8 +73,8 @@ final class WindowsStageTests: XCTestCase {
         try h.run([[Ev.enter("u2", home, 20_000), Ev.click("u2", home, 25_000), Ev.leave("u2", home, 50_000), Ev.crash("u2", 55_000)]])
         let late = h.enriched.map { ($0["properties"] as? [String: Any])?["$late"] as? Bool }
         XCTAssertEqual(late, [true, true, true, true])
-        XCTAssertEqual(h.stage.lateCounter.value, 4)
-        XCTAssertEqual(h.stage.tooLateCounter.value, 0)
+        XCTAssertEqual(h.stage.processor.lateCounter.value, 4)
+        XCTAssertEqual(h.stage.processor.tooLateCounter.value, 0)
         // The window's record is written again, same key, new totals.
         let counts = h.counts
         XCTAssertEqual(int(counts[key("pv", "home", 0)]?["count"]), 2)
@@ -103,15 +103,15 @@ final class WindowsStageTests: XCTestCase {
                     Ev.enter("u3", home, 210_000)]])
         let late = h.enriched.map { ($0["properties"] as? [String: Any])?["$late"] as? Bool }
         XCTAssertEqual(late, [true, true, true, true])
-        XCTAssertEqual(h.stage.lateCounter.value, 4)
-        XCTAssertEqual(h.stage.tooLateCounter.value, 3)
+        XCTAssertEqual(h.stage.processor.lateCounter.value, 4)
+        XCTAssertEqual(h.stage.processor.tooLateCounter.value, 3)
         try h.run([[Ev.crash("u2", 310_000)]])
         try h.finish()
         let counts = h.counts
         XCTAssertEqual(int(counts[key("pv", "home", 3)]?["count"]), 1)
         XCTAssertFalse(counts.keys.contains { $0.hasPrefix("click|") }, "the too-late click is not counted")
         XCTAssertTrue(dwell(h, "u2").isEmpty, "u2's enter was too late: no visit")
-        XCTAssertEqual(h.stage.orphanCounter.value, 0, "a too-late leave is not paired at all")
+        XCTAssertEqual(h.stage.processor.orphanCounter.value, 0, "a too-late leave is not paired at all")
         XCTAssertEqual((h.trails.first?["trail"] as? [Any])?.count, 0, "too-late events stay out of trails")
     }
 
@@ -158,7 +158,7 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertEqual(leave.first?["distinct_id"] as? String, "login-7", "the closing event's distinct_id")
         XCTAssertEqual(int(leave.first?["enter_time"]), H.t0 + 10_000)
         XCTAssertEqual(int(leave.first?["duration_ms"]), 10_000)
-        XCTAssertEqual(h.stage.orphanCounter.value, 0)
+        XCTAssertEqual(h.stage.processor.orphanCounter.value, 0)
         XCTAssertEqual(h.dwell(closedBy: "crash").first?["distinct_id"] as? String, "login-7")
         let trail = try XCTUnwrap(h.trails.first)
         XCTAssertEqual(trail["distinct_id"] as? String, "login-7")
@@ -245,19 +245,19 @@ final class WindowsStageTests: XCTestCase {
         // One upload: its 150 s event is older than its own 200 s event minus the lateness, but the record is
         // judged against the watermark before it.
         try h.run([[Ev.enter("u2", home, 200_000), Ev.enter("u3", home, 150_000)]])
-        XCTAssertEqual(h.stage.lateCounter.value, 0)
+        XCTAssertEqual(h.stage.processor.lateCounter.value, 0)
         // Another partition has its own watermark.
         try h.run([[Ev.enter("u5", home, 20_000)]], partition: 1)
-        XCTAssertEqual(h.stage.lateCounter.value, 0)
+        XCTAssertEqual(h.stage.processor.lateCounter.value, 0)
         try h.run([[Ev.enter("u4", home, 169_999)]])  // watermark now 170 s
-        XCTAssertEqual(h.stage.lateCounter.value, 1)
+        XCTAssertEqual(h.stage.processor.lateCounter.value, 1)
     }
 
     func testRestoredPartitionJudgesLatenessFromTheReplayPoint() throws {
         let h = try H()
         h.stage.restore(partition: 0, maxEventTime: H.t0 + 100_000)
         try h.run([[Ev.enter("u1", home, 69_000), Ev.enter("u2", home, 71_000)]])
-        XCTAssertEqual(h.stage.lateCounter.value, 1)
+        XCTAssertEqual(h.stage.processor.lateCounter.value, 1)
     }
 
     func testIdlePartitionStopsHoldingWindowsBack() throws {
@@ -271,7 +271,7 @@ final class WindowsStageTests: XCTestCase {
 
         Thread.sleep(forTimeInterval: 0.03)
         let out = try h.tick(held: [1])
-        XCTAssertEqual(h.stage.idleCounter.value, 1)
+        XCTAssertEqual(h.stage.emitter.idleCounter.value, 1)
         XCTAssertEqual(out.count, 1)
         XCTAssertNil(out.first?.offset)
         let last = try XCTUnwrap(h.progress.last)
@@ -280,7 +280,7 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertTrue(last.idle)
         XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["count"]), 1, "written without the idle partition")
         try h.tick(held: [1])
-        XCTAssertEqual(h.stage.idleCounter.value, 1, "idle is reported once")
+        XCTAssertEqual(h.stage.emitter.idleCounter.value, 1, "idle is reported once")
 
         // Partition 1 comes back: its window-0 partial is late for the merger; the written value stays.
         try h.run([[Ev.other("u9", 200_000)]], partition: 1)
@@ -294,7 +294,7 @@ final class WindowsStageTests: XCTestCase {
         let h = try H()  // idle timeout 60 s
         try h.run([[Ev.enter("u1", home, 10_000)]])
         try h.tick(held: [0, 1])
-        XCTAssertEqual(h.stage.idleCounter.value, 0)
+        XCTAssertEqual(h.stage.emitter.idleCounter.value, 0)
         XCTAssertFalse(h.progress.contains { $0.idle })
     }
 
@@ -305,7 +305,7 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertEqual(int(h.counts[key("pv", "home", 0)]?["count"]), 1)
         Thread.sleep(forTimeInterval: 0.03)
         try h.tick(held: [0])
-        XCTAssertEqual(h.stage.idleCounter.value, 1)
+        XCTAssertEqual(h.stage.emitter.idleCounter.value, 1)
         try h.run([[Ev.enter("u2", home, 130_000)], [Ev.other("u2", 250_000)]])
         XCTAssertEqual(h.merger.latePartials.value, 0)
         XCTAssertEqual(int(h.counts[key("pv", "home", 2)]?["count"]), 1)
@@ -394,7 +394,7 @@ final class WindowsStageTests: XCTestCase {
         try h.run([[Ev.other("x", 600_000)]])
         XCTAssertEqual(h.dwell(closedBy: "timeout").count, 2)
         XCTAssertEqual(h.dwell(closedBy: "leave").count, 0)
-        XCTAssertEqual(h.stage.orphanCounter.value, 2)
+        XCTAssertEqual(h.stage.processor.orphanCounter.value, 2)
         XCTAssertFalse(h.counts.keys.contains { $0.hasPrefix("dwell|") })
     }
 
@@ -446,7 +446,7 @@ final class WindowsStageTests: XCTestCase {
         try h.run([[Ev.leave("u1", home, 10_000), Ev.enter("u2", home, 11_000), Ev.leave("u2", product, 12_000)]])
         try h.run([[Ev.other("x", 200_000)]])
         XCTAssertTrue(h.dwell.isEmpty)
-        XCTAssertEqual(h.stage.orphanCounter.value, 2)
+        XCTAssertEqual(h.stage.processor.orphanCounter.value, 2)
         try h.finish()
         XCTAssertEqual(dwell(h, "u2").first?["closed_by"] as? String, "end_of_input", "a leave of another page leaves the visit open")
     }
@@ -581,7 +581,7 @@ final class WindowsStageTests: XCTestCase {
         ]])
         try h.finish()
         XCTAssertEqual(h.dwell.map { $0["page"] as? String }, [home])
-        XCTAssertEqual(h.stage.orphanCounter.value, 0, "leaves of ignored pages are not orphans either")
+        XCTAssertEqual(h.stage.processor.orphanCounter.value, 0, "leaves of ignored pages are not orphans either")
         let trail = try XCTUnwrap(h.trails.first?["trail"] as? [[String: Any]])
         XCTAssertEqual(trail.map { $0["page"] as? String }, [home])
         XCTAssertFalse(h.counts.keys.contains { $0.hasPrefix("click|") }, "clicks on ignored pages match no rule")
@@ -617,7 +617,7 @@ final class WindowsStageTests: XCTestCase {
         XCTAssertTrue(t2["app_version"] is NSNull)
         XCTAssertEqual((t2["trail"] as? [Any])?.count, 0)
         XCTAssertEqual(h.outputs.filter { $0.topic == "crash.trails" }.map(\.key).sorted(), ["u1", "u2"])
-        XCTAssertEqual(h.stage.trailsCounter.value, 2)
+        XCTAssertEqual(h.stage.emitter.trailsCounter.value, 2)
     }
 
     func testTrailLeavesOutEntriesOlderThanTheMaximumAge() throws {
@@ -702,7 +702,7 @@ final class WindowsStageTests: XCTestCase {
                 try h.run(Array(records[start..<min(start + size, records.count)]))
             }
             try h.finish()
-            XCTAssertGreaterThan(h.stage.lateCounter.value, 0, "the workload has late events")
+            XCTAssertGreaterThan(h.stage.processor.lateCounter.value, 0, "the workload has late events")
             XCTAssertTrue(h.merger.isComplete(partition: 0) && h.merger.isComplete(partition: 1))
             results.append((contents(h.outputs), countsText(h)))
         }
@@ -920,7 +920,7 @@ extension WindowsStageTests {
         let pvHour = "pv|home|\(hourStart)|app_version=3.2.1"
         XCTAssertEqual(h.countsWritten.filter { $0.topic == "metrics.counts.hourly" && $0.key == pvHour }.count, 1)
         try h.run([[Ev.enter("u2", home, 121_000)]], receivedAt: H.t0 + Self.hour + 110_000)
-        XCTAssertEqual(h.stage.lateCounter.value, 1)
+        XCTAssertEqual(h.stage.processor.lateCounter.value, 1)
         let hourly = h.countsWritten.filter { $0.topic == "metrics.counts.hourly" && $0.key == pvHour }
         XCTAssertEqual(hourly.count, 2, "the hour is written again")
         XCTAssertEqual(int(hourly.last?.json["count"]), 2)

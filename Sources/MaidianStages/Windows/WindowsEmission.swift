@@ -1,7 +1,7 @@
 import MaidianEvents
 import MaidianPipeline
 
-extension WindowsStage {
+extension WindowsProcessor {
     /// After a partition's input moved on: pair what the watermark passed, expire visits, write the windows
     /// the watermark closed and tell the mergers how far this partition is. `final`: the end of a bounded run.
     func advance(_ st: PartitionWindows, final: Bool, record: Int32, output: inout OutputBuffer) {
@@ -9,21 +9,21 @@ extension WindowsStage {
             st.idleSent = false
             st.progressSent = .min  // report the real watermark again
         }
-        let watermark = st.maxTime.map { saturatingSub($0, lateness) }
+        let watermark = st.maxTime.map { saturatingSub($0, settings.lateness) }
         if final {
             while let e = st.pending.pop() { apply(e, st, record: record, output: &output) }
             if let watermark { sweep(st, watermark: watermark, record: record, output: &output) }
             closeAll(st, by: "end_of_input", record: record, output: &output)
-            flushLate(st, record: record, output: &output)
-            closeWindows(st, upTo: .max, record: record, output: &output)
-            sendProgress(st, .max, idle: false, record: record, output: &output)
+            emitter.flushLate(st, record: record, output: &output)
+            emitter.closeWindows(st, upTo: .max, record: record, output: &output)
+            emitter.sendProgress(st, .max, idle: false, record: record, output: &output)
             return
         }
         guard let watermark else { return }
         while let time = st.pending.topTime, time <= watermark {
             apply(st.pending.pop()!, st, record: record, output: &output)
         }
-        if st.hasLate { flushLate(st, record: record, output: &output) }
+        if st.hasLate { emitter.flushLate(st, record: record, output: &output) }
         let bucket = alignedStart(watermark, every: Self.sweepEvery)
         if bucket > st.lastSweep {
             st.lastSweep = bucket
@@ -33,9 +33,9 @@ extension WindowsStage {
             // whatever the window sizes: dwell records do not depend on them.
             sweep(st, watermark: bucket, record: record, output: &output)
         }
-        closeWindows(st, upTo: watermark, record: record, output: &output)
-        if st.progressSent == .min || floorDiv(watermark, progressEvery) > floorDiv(st.progressSent, progressEvery) {
-            sendProgress(st, watermark, idle: false, record: record, output: &output)
+        emitter.closeWindows(st, upTo: watermark, record: record, output: &output)
+        if st.progressSent == .min || floorDiv(watermark, settings.progressEvery) > floorDiv(st.progressSent, settings.progressEvery) {
+            emitter.sendProgress(st, watermark, idle: false, record: record, output: &output)
         }
     }
 
@@ -47,20 +47,20 @@ extension WindowsStage {
     /// install that is still uploading may be sending its cached events: its own clock decides, in `apply`),
     /// and forgets installs with nothing left to need.
     private func sweep(_ st: PartitionWindows, watermark: Int64, record: Int32, output: inout OutputBuffer) {
-        let silentBefore = saturatingSub(st.collectorNow, visitTimeout)
+        let silentBefore = saturatingSub(st.collectorNow, settings.visitTimeout)
         for u in st.liveUsers where Int64(st.users[Int(u)].lastReceived) * 1000 <= silentBefore {
             timeOut(st, u, now: watermark, record: record, output: &output)
         }
-        st.expireUsers(before: saturatingSub(watermark, max(trailMaxAge, visitTimeout)))
+        st.expireUsers(before: saturatingSub(watermark, max(settings.trailMaxAge, settings.visitTimeout)))
     }
 
     private func timeOut(_ st: PartitionWindows, _ u: Int32, now: Int64, record: Int32, output: inout OutputBuffer) {
         var k = 0
         while k < st.users[Int(u)].visits.count {
             let v = st.users[Int(u)].visits[k]
-            if saturatingAdd(v.enter, visitTimeout) < now {
+            if saturatingAdd(v.enter, settings.visitTimeout) < now {
                 st.users[Int(u)].visits.remove(at: k)
-                close(st, u, v, by: "timeout", at: nil, closer: nil, record: record, output: &output)
+                emitter.close(st, u, v, by: "timeout", at: nil, closer: nil, record: record, output: &output)
             } else {
                 k += 1
             }
@@ -75,14 +75,14 @@ extension WindowsStage {
         case .pageEnter:
             if let k = st.users[Int(u)].visits.firstIndex(where: { $0.page == e.page }) {
                 let old = st.users[Int(u)].visits.remove(at: k)
-                close(st, u, old, by: "reenter", at: nil, closer: e, record: record, output: &output)
+                emitter.close(st, u, old, by: "reenter", at: nil, closer: e, record: record, output: &output)
             }
             st.users[Int(u)].visits.append(Visit(page: e.page, rules: e.rules, dims: e.dims, idStart: e.idStart, enter: e.time))
             addToTrail(st, u, e)
         case .pageLeave:
             if let k = st.users[Int(u)].visits.firstIndex(where: { $0.page == e.page }) {
                 let v = st.users[Int(u)].visits.remove(at: k)
-                close(st, u, v, by: "leave", at: e.time, closer: e, record: record, output: &output)
+                emitter.close(st, u, v, by: "leave", at: e.time, closer: e, record: record, output: &output)
             } else {
                 orphanCounter.add()
             }
@@ -94,7 +94,7 @@ extension WindowsStage {
             closeAll(st, u, by: "app_end", at: e.time, closer: e, record: record, output: &output)
         case .crash:
             closeAll(st, u, by: "crash", at: e.time, closer: e, record: record, output: &output)
-            writeTrail(st, u, e, record: record, output: &output)
+            emitter.writeTrail(st, u, e, record: record, output: &output)
         }
         if st.lastTimes[Int(u)] < e.time { st.lastTimes[Int(u)] = e.time }
     }
@@ -102,7 +102,7 @@ extension WindowsStage {
     private func closeAll(_ st: PartitionWindows, _ u: Int32, by: StaticString, at time: Int64?, closer: PendingEvent?, record: Int32, output: inout OutputBuffer) {
         let visits = st.users[Int(u)].visits
         st.users[Int(u)].visits.removeAll()
-        for v in visits { close(st, u, v, by: by, at: time, closer: closer, record: record, output: &output) }
+        for v in visits { emitter.close(st, u, v, by: by, at: time, closer: closer, record: record, output: &output) }
     }
 
     /// End of input: every visit still open.
@@ -113,7 +113,7 @@ extension WindowsStage {
     }
 
     private func addToTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent) {
-        let length = trailLength
+        let length = settings.trailLength
         guard length > 0 else { return }
         let entry = TrailEntry(time: e.time, event: e.event, page: e.page, element: e.element)
         let count = st.users[Int(u)].trail.count
@@ -128,11 +128,51 @@ extension WindowsStage {
             st.users[Int(u)].trailStart = Int32(oldest + 1 == length ? 0 : oldest + 1)
         }
     }
+}
+
+/// Writes what the windows stage produces: dwell records of closed visits, crash trails, the partials of
+/// closed windows and late contributions, and progress, to the topics and partitions wired at the start.
+/// Reads the catalog for record heads; owns only its output wiring, counters and head buffer.
+final class WindowsEmitter {
+    let catalog: WindowsCatalog
+    let settings: WindowsSettings
+    let dwellTopic: String
+    let trailsTopic: String
+    /// The internal topic: the one `connect` names, else `partials_topic`, else `maidian.partials`.
+    var partialsName: String
+    var partialsPartitions: Int32 = 1
+    var topicPartials: Int32 = -1
+    var topicDwell: Int32 = -1
+    var topicTrails: Int32 = -1
+    let visitsCounter: StageCounter
+    let trailsCounter: StageCounter
+    let idleCounter: StageCounter
+    @exclusivity(unchecked) var headBuffer: [UInt8] = []
+
+    init(catalog: WindowsCatalog, settings: WindowsSettings, config: WindowsStage.Config, context: StageContext) {
+        self.catalog = catalog
+        self.settings = settings
+        dwellTopic = config.dwellTopic
+        trailsTopic = config.trailsTopic
+        partialsName = config.partialsTopic ?? "maidian.partials"
+        visitsCounter = context.counter("visits_closed")
+        trailsCounter = context.counter("trails")
+        idleCounter = context.counter("idle_partitions")
+    }
+
+    /// Looks up the output topics' numbers once, at the first batch (the buffer numbers topics as they come).
+    func wire(_ output: inout OutputBuffer) {
+        if topicDwell < 0 {
+            topicDwell = output.topicIndex(dwellTopic)
+            topicTrails = output.topicIndex(trailsTopic)
+            topicPartials = output.topicIndex(partialsName)
+        }
+    }
 
     /// A closed visit: its `metrics.dwell` record (with the `distinct_id` of the event that closed it, else of
     /// its page-enter), and for `leave` and `app_end` its share of the dwell aggregates of each page rule of the
     /// visit, in the window of the leave time.
-    private func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, closer: PendingEvent?,
+    func close(_ st: PartitionWindows, _ u: Int32, _ v: Visit, by: StaticString, at time: Int64?, closer: PendingEvent?,
                        record: Int32, output: inout OutputBuffer) {
         visitsCounter.add()
         let idStart = closer?.idStart ?? v.idStart
@@ -163,36 +203,36 @@ extension WindowsStage {
             let windowStart = size.windowStart(of: time)
             for rule in catalog.ruleSetRules[Int(v.rules)] {
                 let tuple = AggregateTuple(metric: 2, rule: rule, dims: v.dims, content: -1, windowStart: windowStart)
-                add(size, st, tuple, closed: closed, offset: offset, user: userHash, duration: duration)
+                catalog.add(size, st, tuple, closed: closed, offset: offset, user: userHash, duration: duration)
             }
         }
     }
 
-    private func writeTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent, record: Int32, output: inout OutputBuffer) {
+    func writeTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent, record: Int32, output: inout OutputBuffer) {
         trailsCounter.add()
         let user = st.users[Int(u)]
         let (keyStart, valueStart) = beginUserRecord(st, idStart: e.idStart, &output)
         JSONOut.appendRaw(",\"crash_time\":", to: &output.bytes)
         JSONOut.appendInt(e.time, to: &output.bytes)
         JSONOut.appendRaw(",\"app_version\":", to: &output.bytes)
-        if e.appVersion >= 0 { appendString(catalog.pagesText[e.appVersion], to: &output.bytes) } else { JSONOut.appendRaw("null", to: &output.bytes) }
+        if e.appVersion >= 0 { appendJSONString(catalog.pagesText[e.appVersion], to: &output.bytes) } else { JSONOut.appendRaw("null", to: &output.bytes) }
         JSONOut.appendRaw(",\"trail\":[", to: &output.bytes)
         var first = true
         let n = user.trail.count, start = Int(user.trailStart)
         for k in 0..<n {
             let t = user.trail[start + k < n ? start + k : start + k - n]
-            guard t.time >= e.time &- trailMaxAge else { continue }
+            guard t.time >= e.time &- settings.trailMaxAge else { continue }
             if !first { output.bytes.append(0x2C) }
             first = false
             JSONOut.appendRaw("{\"time\":", to: &output.bytes)
             JSONOut.appendInt(t.time, to: &output.bytes)
             JSONOut.appendRaw(",\"event\":", to: &output.bytes)
-            appendString(catalog.eventNames[t.event], to: &output.bytes)
+            appendJSONString(catalog.eventNames[t.event], to: &output.bytes)
             JSONOut.appendRaw(",\"page\":", to: &output.bytes)
-            appendString(catalog.pagesText[t.page], to: &output.bytes)
+            appendJSONString(catalog.pagesText[t.page], to: &output.bytes)
             if t.element >= 0 {
                 JSONOut.appendRaw(",\"element\":", to: &output.bytes)
-                appendString(catalog.elementsText[t.element], to: &output.bytes)
+                appendJSONString(catalog.elementsText[t.element], to: &output.bytes)
             }
             output.bytes.append(0x7D)
         }
@@ -214,14 +254,9 @@ extension WindowsStage {
         return (keyStart, valueStart)
     }
 
-    private func appendString(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
-        out.append(0x22)
-        bytes.appendEscaped(to: &out)
-        out.append(0x22)
-    }
 
     /// Writes the partials of the windows ending at or before `end`, oldest first.
-    private func closeWindows(_ st: PartitionWindows, upTo end: Int64, record: Int32, output: inout OutputBuffer) {
+    func closeWindows(_ st: PartitionWindows, upTo end: Int64, record: Int32, output: inout OutputBuffer) {
         for size in st.sizes {
             var closed = false
             for e in size.windows.keys.sorted() where e <= end {
@@ -247,7 +282,7 @@ extension WindowsStage {
                 let agg = size.aggregates[Int(a)]
                 let key = key(agg)
                 headBuffer.removeAll(keepingCapacity: true)
-                appendHead(agg, to: &headBuffer)
+                catalog.appendHead(agg, to: &headBuffer)
                 let keyStart = output.begin()
                 output.bytes.append(key)
                 let valueStart = output.bytes.count
@@ -284,7 +319,7 @@ extension WindowsStage {
                 let agg = st.lateAggregates[i]
                 let key = key(agg)
                 headBuffer.removeAll(keepingCapacity: true)
-                appendHead(agg, to: &headBuffer)
+                catalog.appendHead(agg, to: &headBuffer)
                 let keyStart = output.begin()
                 output.bytes.append(key)
                 let valueStart = output.bytes.count
@@ -311,38 +346,5 @@ extension WindowsStage {
             InternalMessage.progress(source: st.partition, watermark: watermark, idle: idle).encode(into: &output.bytes)
             output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, hasKey: false, partition: q)
         }
-    }
-
-    /// End of a bounded run: every held partition's visits, windows and a final progress.
-    public func finish(output: inout OutputBuffer) throws {
-        wire(&output)
-        var all = Set(partitions.keys)
-        for p in held { all.insert(p) }
-        for p in all.sorted() {
-            advance(state(p), final: true, record: -1, output: &output)
-        }
-    }
-
-    /// Called by the worker between batches with the source partitions it holds: partitions without input
-    /// for the idle timeout stop holding windows back.
-    public func tick(held: [Int32], output: inout OutputBuffer) {
-        wire(&output)
-        self.held = held
-        let now = ContinuousClock.now
-        let idle = Duration.milliseconds(config.idleTimeout.milliseconds)
-        for p in held {
-            let st = state(p)
-            if !st.idleSent && now - st.lastInput >= idle {
-                st.idleSent = true
-                idleCounter.add()
-                logger.info("source partition \(p) idle for \(config.idleTimeout): it no longer holds windows back")
-                sendProgress(st, st.maxTime.map { saturatingSub($0, lateness) } ?? .min, idle: true, record: -1, output: &output)
-            }
-        }
-    }
-
-    /// Open visits and tracked users over all partitions (state-size reports).
-    public var stateSize: (users: Int, openVisits: Int) {
-        partitions.values.reduce((0, 0)) { ($0.0 + $1.userCount, $0.1 + $1.openVisits) }
     }
 }

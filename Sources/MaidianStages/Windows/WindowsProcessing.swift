@@ -23,9 +23,48 @@ struct ComboPieces {
     var headDims: Range<Int>
 }
 
-extension WindowsStage {
-    public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        wire(&output)
+/// The per-event work of the windows stage: marks late and too-late events, counts matched events into
+/// their partition's windows, queues role events and pairs them in event-time order (`advance`, `apply`),
+/// keeping each install's trail. Owns its reusable buffers and the property finder; numbers texts in the
+/// catalog and hands closed visits, trails, windows and progress to the emitter.
+final class WindowsProcessor {
+    let catalog: WindowsCatalog
+    let settings: WindowsSettings
+    let emitter: WindowsEmitter
+    let finder: PropertyFinder
+    let lateCounter: StageCounter
+    let tooLateCounter: StageCounter
+    let orphanCounter: StageCounter
+
+    // Reused buffers.
+    @exclusivity(unchecked) var text: [UInt8] = []
+    @exclusivity(unchecked) var keyBuffer: [UInt8] = []
+    @exclusivity(unchecked) var identity: [UInt8] = []
+    @exclusivity(unchecked) var identifier: [UInt8] = []
+    @exclusivity(unchecked) var libMemoKey: [UInt8] = []
+    @exclusivity(unchecked) var libMemoValue: [UInt8]?
+    @exclusivity(unchecked) var lateEvents: [Int32] = []
+    @exclusivity(unchecked) var tooLateEvents: [Int32] = []
+    /// Hash64 of the current record's key, and whether one of its events was that install's (see `process`).
+    @exclusivity(unchecked) var recordKey: UInt64 = 0
+    @exclusivity(unchecked) var recordKeyTaken = false
+
+    /// The counters come from the stage, which registers them in their listed order.
+    init(catalog: WindowsCatalog, settings: WindowsSettings, emitter: WindowsEmitter,
+         late: StageCounter, tooLate: StageCounter, orphans: StageCounter) {
+        self.catalog = catalog
+        self.settings = settings
+        self.emitter = emitter
+        // A page is read from current_url only without $screen_name, a position from $element_index only
+        // without $element_position.
+        finder = PropertyFinder(settings.finderNames, alternatives: [(0, 1), (5, 6)])
+        lateCounter = late
+        tooLateCounter = tooLate
+        orphanCounter = orphans
+    }
+
+    /// One batch: `state` gives a source partition's state (the stage owns the partitions).
+    func process(_ batch: inout EventBatch, output: inout OutputBuffer, state: (Int32) -> PartitionWindows) {
         let now = ContinuousClock.now
         var touched: [PartitionWindows] = []
         lateEvents.removeAll(keepingCapacity: true)
@@ -68,8 +107,8 @@ extension WindowsStage {
                     recordKeyTaken = false
                 }
                 // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
-                let watermark = st.maxTime.map { saturatingSub($0, lateness) } ?? .min
-                let tooLate = saturatingSub(watermark, allowedLateness)
+                let watermark = st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min
+                let tooLate = saturatingSub(watermark, settings.allowedLateness)
                 var newest = st.maxTime
                 var drained = false
                 for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
@@ -127,7 +166,7 @@ extension WindowsStage {
         if ev.hitCount == 0 && roleNumber < 0 { return }
         let role = roleNumber < 0 ? nil : Role(rawValue: UInt8(roleNumber))
         let needsDims = ev.hitCount > 0 || role == .pageEnter
-        var wanted: UInt64 = needsDims ? dimsWanted : 0
+        var wanted: UInt64 = needsDims ? settings.dimsWanted : 0
         if roleNumber >= 0 { wanted |= Self.roleWanted[roleNumber] }
         finder.find(v, ev, wanted: wanted)
         let userHash = v.userHash(ev)
@@ -197,8 +236,8 @@ extension WindowsStage {
         guard name.isPresent else { return (-1, -1) }
         let bytes = v.jsonBytes(name)
         let h = ev.eventNameHash != 0 ? ev.eventNameHash : bytes.hash
-        guard let k = roleNames.index(of: bytes, hash: h) else { return (-1, -1) }
-        let e = roleOfName[k]
+        guard let k = settings.roleNames.index(of: bytes, hash: h) else { return (-1, -1) }
+        let e = settings.roleOfName[k]
         return (e.role, e.event)
     }
 
@@ -208,7 +247,7 @@ extension WindowsStage {
         identity.removeAll(keepingCapacity: true)
         let found = finder.found
         var slot = 8
-        for n in 0..<dimNames.count where n != contentSlot {
+        for n in 0..<settings.dimNames.count where n != settings.contentSlot {
             let k = found[slot]
             slot += 1
             let at = identity.count
@@ -217,9 +256,9 @@ extension WindowsStage {
             var has = true
             if let t = v.text(ofProperty: k) {
                 t.append(to: &identity)
-            } else if n == appVersionSlot {
+            } else if n == settings.appVersionSlot {
                 has = libAppVersion(v, ev, to: &identity)
-            } else if let t = dimNames[n].withByteView({ v.text(ofAdded: $0, ev) }) {
+            } else if let t = settings.dimNames[n].withByteView({ v.text(ofAdded: $0, ev) }) {
                 // A preset or rule parameter an earlier stage added (enrichment never overwrites a client
                 // property, so one sent by the client was found above).
                 t.append(to: &identity)
@@ -243,8 +282,8 @@ extension WindowsStage {
     private func makeDimsInfo(_ identity: [UInt8]) -> DimsInfo {
         var info = DimsInfo(key: [], json: [0x7B], keyContentPosition: 0, jsonContentPosition: 1)
         var i = 0
-        for (n, name) in dimNames.enumerated() {
-            if n == contentSlot {
+        for (n, name) in settings.dimNames.enumerated() {
+            if n == settings.contentSlot {
                 info.keyContentPosition = info.key.count
                 info.jsonContentPosition = info.json.count
                 continue
@@ -270,12 +309,6 @@ extension WindowsStage {
         return info
     }
 
-    private func appendJSONString(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
-        out.append(0x22)
-        bytes.appendEscaped(to: &out)
-        out.append(0x22)
-    }
-
     /// Adds the event to the window aggregate of each rule it matched, in every size.
     @inline(__always)
     private func count(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, _ dims: Int32, _ userHash: UInt64, offset: Int64) {
@@ -291,191 +324,15 @@ extension WindowsStage {
                 content = (hit.contentInScratch ? v.scratchString(hit.content) : v.jsonString(hit.content)).withDecoded { catalog.contents.intern($0) }
             }
             var tuple = AggregateTuple(metric: hit.metric == .pv ? 0 : 1, rule: rule, dims: dims, content: content, windowStart: windowStart)
-            add(first, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
+            catalog.add(first, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
             // Further sizes (a loop only for pipelines that have them).
             if more {
                 for size in st.sizes.dropFirst() {
                     tuple.windowStart = size.windowStart(of: ev.time)
-                    add(size, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
+                    catalog.add(size, st, tuple, closed: closed, offset: offset, user: userHash, duration: nil)
                 }
             }
         }
-    }
-
-    /// Adds one contribution to its aggregate in `size`: to the open window, or as a late contribution when the
-    /// window was closed at or before `closed`.
-    @inline(__always)
-    func add(_ size: SizeWindows, _ st: PartitionWindows, _ tuple: AggregateTuple, closed: Int64, offset: Int64, user: UInt64, duration: Int64?) {
-        if saturatingAdd(tuple.windowStart, size.window) <= closed {
-            // Its window is written already: a late contribution (few events; a slower path).
-            countLate(size, tuple, offset: offset, user: user, duration: duration)
-            return
-        }
-        var a = size.aggregate(tuple)
-        if a < 0 { a = aggregate(size, tuple) }
-        size.aggregates[Int(a)].count += 1
-        size.aggregates[Int(a)].users.insert(user)
-        if let duration {
-            size.aggregates[Int(a)].sum += duration
-            size.aggregates[Int(a)].durations.add(duration)
-        }
-    }
-
-    /// A contribution to a window the partition has closed: kept per (tuple, record offset) until the batch
-    /// ends, then written as a late partial (`flushLate`).
-    func countLate(_ st: SizeWindows, _ tuple: AggregateTuple, offset: Int64, user: UInt64, duration: Int64?) {
-        let id = LateTuple(tuple: tuple, offset: offset)
-        var a = st.lateTable[id] ?? -1
-        if a < 0 {
-            let c = combo(tuple)
-            let pieces = catalog.combos[Int(c)]
-            let keyStart = st.lateKeys.count
-            st.lateKeys.append(bytesOf: catalog.comboBytes, pieces.keyPrefix)
-            JSONOut.appendInt(tuple.windowStart, to: &st.lateKeys)
-            st.lateKeys.append(bytesOf: catalog.comboBytes, pieces.keySuffix)
-            a = Int32(st.lateAggregates.count)
-            st.lateAggregates.append(Aggregate(windowEnd: saturatingAdd(tuple.windowStart, st.window), isDwell: tuple.metric == 2, combo: c,
-                                               windowStart: tuple.windowStart, keyStart: Int32(keyStart),
-                                               keyCount: Int32(st.lateKeys.count - keyStart)))
-            st.lateOffsets.append(offset)
-            st.lateTable[id] = a
-        }
-        st.lateAggregates[Int(a)].count += 1
-        st.lateAggregates[Int(a)].users.insert(user)
-        if let duration {
-            st.lateAggregates[Int(a)].sum += duration
-            st.lateAggregates[Int(a)].durations.add(duration)
-        }
-    }
-
-    /// The aggregate of a tuple not seen yet in its window: the one of its text key, created when new.
-    func aggregate(_ st: SizeWindows, _ tuple: AggregateTuple) -> Int32 {
-        let c = combo(tuple)
-        let pieces = catalog.combos[Int(c)]
-        let end = saturatingAdd(tuple.windowStart, st.window)
-        let w = st.window(end: end)
-        // The key goes to the window's arena; it stays there only for a new aggregate.
-        let keyStart = w.keys.count
-        w.keys.append(bytesOf: catalog.comboBytes, pieces.keyPrefix)
-        JSONOut.appendInt(tuple.windowStart, to: &w.keys)
-        w.keys.append(bytesOf: catalog.comboBytes, pieces.keySuffix)
-        let keyCount = w.keys.count - keyStart
-        var h = w.keys.withByteView { $0[keyStart ..< (keyStart + keyCount)].hash }
-        while let v = w.table.get(h) {
-            let other = st.aggregates[Int(v)]
-            let same = Int(other.keyCount) == keyCount && w.keys.withByteView { k in
-                k[Int(other.keyStart) ..< (Int(other.keyStart) + keyCount)].equals(k[keyStart ..< (keyStart + keyCount)])
-            }
-            if same {
-                w.keys.removeLast(keyCount)
-                st.addTuple(tuple, Int32(v))
-                return Int32(v)
-            }
-            h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
-        }
-        let agg = Aggregate(windowEnd: end, isDwell: tuple.metric == 2, combo: c, windowStart: tuple.windowStart,
-                            keyStart: Int32(keyStart), keyCount: Int32(keyCount))
-        let a: Int32
-        if let free = st.freeAggregates.popLast() {
-            a = free
-            st.aggregates[Int(a)] = agg
-        } else {
-            a = Int32(st.aggregates.count)
-            st.aggregates.append(agg)
-        }
-        w.table.set(h, Int64(a))
-        w.list.append(a)
-        st.addTuple(tuple, a)
-        return a
-    }
-
-    /// The number of a tuple's combo (the tuple without its window), with its key and head pieces.
-    private func combo(_ tuple: AggregateTuple) -> Int32 {
-        let combo = tuple.combo
-        var h = combo.hash
-        while let v = catalog.comboTable.get(h) {
-            if catalog.combos[Int(v)].combo == combo { return Int32(v) }
-            h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
-        }
-        let c = Int32(catalog.combos.count)
-        catalog.comboTable.set(h, Int64(c))
-        catalog.combos.append(makePieces(combo))
-        return c
-    }
-
-    /// Key `{metric}|{rule}|` + window start + `|{dims}` (`content=` where "content" sorts among the dims
-    /// names); head `{"metric":..,"rule":..,"window_start":` + window start + `,"window_end":` + window end +
-    /// `,"dims":` + dims JSON.
-    private func makePieces(_ combo: AggregateTuple) -> ComboPieces {
-        let rule = catalog.ruleTexts[combo.rule]
-        let metric: StaticString, dimsKey: ArraySlice<UInt8>, dimsJSON: [UInt8], content: ArraySlice<UInt8>?
-        var positions = (0, 1)
-        if combo.metric == 2 {
-            (metric, dimsKey, dimsJSON, content) = ("dwell", catalog.dimsSets[combo.dims], catalog.dimsHeads[Int(combo.dims)], nil)
-        } else {
-            let info = catalog.dimsInfos[Int(combo.dims)]
-            (metric, dimsKey, dimsJSON) = (combo.metric == 0 ? "pv" : "click", info.key[...], info.json)
-            content = combo.content >= 0 ? catalog.contents[combo.content] : nil
-            positions = (info.keyContentPosition, info.jsonContentPosition)
-        }
-        func piece(_ build: (inout [UInt8]) -> Void) -> Range<Int> {
-            let start = catalog.comboBytes.count
-            build(&catalog.comboBytes)
-            return start..<catalog.comboBytes.count
-        }
-        let keyPrefix = piece { out in
-            JSONOut.appendRaw(metric, to: &out)
-            out.append(0x7C)
-            out.append(contentsOf: rule)
-            out.append(0x7C)
-        }
-        let keySuffix = piece { out in
-            out.append(0x7C)
-            if let content {
-                let kp = dimsKey.startIndex + min(positions.0, dimsKey.count)
-                out.append(contentsOf: dimsKey[..<kp])
-                if kp > dimsKey.startIndex { out.append(0x2C) }
-                JSONOut.appendRaw("content=", to: &out)
-                out.append(contentsOf: content)
-                if kp == dimsKey.startIndex && kp < dimsKey.endIndex { out.append(0x2C) }
-                out.append(contentsOf: dimsKey[kp...])
-            } else {
-                out.append(contentsOf: dimsKey)
-            }
-        }
-        let headPrefix = piece { out in
-            JSONOut.appendRaw("{\"metric\":\"", to: &out)
-            JSONOut.appendRaw(metric, to: &out)
-            JSONOut.appendRaw("\",\"rule\":", to: &out)
-            appendJSONString(rule, to: &out)
-            JSONOut.appendRaw(",\"window_start\":", to: &out)
-        }
-        let headDims = piece { out in
-            if let content {
-                let jp = min(positions.1, dimsJSON.count - 1)
-                out.append(contentsOf: dimsJSON[..<jp])
-                if jp > 1 { out.append(0x2C) }
-                JSONOut.appendRaw("\"content\":", to: &out)
-                appendJSONString(content, to: &out)
-                if jp == 1 && dimsJSON.count > 2 { out.append(0x2C) }
-                out.append(contentsOf: dimsJSON[jp...])
-            } else {
-                out.append(contentsOf: dimsJSON)
-            }
-        }
-        return ComboPieces(combo: combo, keyPrefix: keyPrefix, keySuffix: keySuffix, headPrefix: headPrefix, headDims: headDims)
-    }
-
-    /// The output record of an aggregate up to its counts:
-    /// `{"metric":..,"rule":..,"window_start":..,"window_end":..,"dims":{..}`.
-    func appendHead(_ agg: Aggregate, to out: inout [UInt8]) {
-        let pieces = catalog.combos[Int(agg.combo)]
-        out.append(bytesOf: catalog.comboBytes, pieces.headPrefix)
-        JSONOut.appendInt(agg.windowStart, to: &out)
-        JSONOut.appendRaw(",\"window_end\":", to: &out)
-        JSONOut.appendInt(agg.windowEnd, to: &out)
-        JSONOut.appendRaw(",\"dims\":", to: &out)
-        out.append(bytesOf: catalog.comboBytes, pieces.headDims)
     }
 
     /// `{$element_path}-{$element_type}({position})_[{content}]` (wire format §3) into `identifier`.
