@@ -280,24 +280,30 @@ final class WindowsEmitter {
             let sorted = w.list.sorted { x, y in key(size.aggregates[Int(x)]).precedes(key(size.aggregates[Int(y)])) }
             for a in sorted {
                 let agg = size.aggregates[Int(a)]
-                let key = key(agg)
-                headBuffer.removeAll(keepingCapacity: true)
-                catalog.appendHead(agg, to: &headBuffer)
-                let keyStart = output.begin()
-                output.bytes.append(key)
-                let valueStart = output.bytes.count
-                headBuffer.withByteView { head in
-                    InternalMessage.encodePartial(sourcePartition: st.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
-                                                  isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: size.tag,
-                                                  into: &output.bytes) { agg.users.encode(into: &$0) }
-                }
-                let target = Int32(truncatingIfNeeded: stableHash(key.elements) % UInt64(partialsPartitions))
-                output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
+                writePartial(agg, key: key(agg), sourcePartition: st.partition, size: size.tag, lateOffset: nil, record: record, output: &output)
                 size.aggregates[Int(a)].users = AggregateUsers()
                 size.aggregates[Int(a)].durations = DurationDigest()
             }
         }
         size.freeAggregates.append(contentsOf: w.list)
+    }
+
+    /// Writes one aggregate as a partial record of the internal topic, on the partition its key hashes to, so
+    /// every source's partial of a key reaches the same merger. `lateOffset` makes it a late partial.
+    private func writePartial(_ agg: Aggregate, key: ByteView, sourcePartition: Int32, size: Int64, lateOffset: Int64?,
+                              record: Int32, output: inout OutputBuffer) {
+        headBuffer.removeAll(keepingCapacity: true)
+        catalog.appendHead(agg, to: &headBuffer)
+        let keyStart = output.begin()
+        output.bytes.append(key)
+        let valueStart = output.bytes.count
+        headBuffer.withByteView { head in
+            InternalMessage.encodePartial(sourcePartition: sourcePartition, windowEnd: agg.windowEnd, head: head, count: agg.count,
+                                          isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: size,
+                                          lateOffset: lateOffset, into: &output.bytes) { agg.users.encode(into: &$0) }
+        }
+        let target = Int32(truncatingIfNeeded: stableHash(key.elements) % UInt64(partialsPartitions))
+        output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
     }
 
     /// Writes the batch's late contributions as late partials (one per key and record offset, in key order)
@@ -317,19 +323,8 @@ final class WindowsEmitter {
             }
             for i in order {
                 let agg = st.lateAggregates[i]
-                let key = key(agg)
-                headBuffer.removeAll(keepingCapacity: true)
-                catalog.appendHead(agg, to: &headBuffer)
-                let keyStart = output.begin()
-                output.bytes.append(key)
-                let valueStart = output.bytes.count
-                headBuffer.withByteView { head in
-                    InternalMessage.encodePartial(sourcePartition: part.partition, windowEnd: agg.windowEnd, head: head, count: agg.count,
-                                                  isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: st.tag,
-                                                  lateOffset: st.lateOffsets[i], into: &output.bytes) { agg.users.encode(into: &$0) }
-                }
-                let target = Int32(truncatingIfNeeded: stableHash(key.elements) % UInt64(partialsPartitions))
-                output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
+                writePartial(agg, key: key(agg), sourcePartition: part.partition, size: st.tag, lateOffset: st.lateOffsets[i],
+                             record: record, output: &output)
             }
         }
         st.lateAggregates.removeAll(keepingCapacity: true)
