@@ -88,7 +88,7 @@ extension ByteView {
 
     /// Whether some byte is a backslash (JSON string content with escapes).
     @inlinable public var hasBackslash: Bool {
-        for i in 0..<count where base[i] == 0x5C { return true }
-        return false
+        guard let p = base.baseAddress else { return false }
+        return Bytes.hasBackslash(p, count)
     }
 }

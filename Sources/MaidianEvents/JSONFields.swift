@@ -20,7 +20,7 @@ public enum JSONFields {
                 guard s.peek() == 0x3A else { return }
                 s.pos += 1
                 s.skipWhitespace()
-                let isKey = !k.escaped && k.end - k.start == keyBytes.count && memcmpBytes(b.baseAddress! + k.start, keyBytes)
+                let isKey = !k.escaped && k.end - k.start == keyBytes.count && keyBytes.withUnsafeBufferPointer { Bytes.equal(b.baseAddress! + k.start, $0.baseAddress!, $0.count) }
                 if isKey && s.peek() == 0x22 {
                     let v = s.scanString()
                     let raw = UnsafeRawBufferPointer(start: b.baseAddress! + v.start, count: v.end - v.start)
@@ -33,10 +33,5 @@ public enum JSONFields {
             }
         }
         return result
-    }
-
-    private static func memcmpBytes(_ p: UnsafePointer<UInt8>, _ b: [UInt8]) -> Bool {
-        for i in 0..<b.count where p[i] != b[i] { return false }
-        return true
     }
 }

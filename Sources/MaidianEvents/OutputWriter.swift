@@ -104,7 +104,7 @@ public enum OutputWriter {
         defer { swap(&messages, &out.messages) }
         let written = out.bytes.withUnsafeMutableBufferPointer { ob -> Int in
             let o = ob.baseAddress! + base
-            var w = OutputCursor(o)
+            var w = OutputCursor(o, end: o + bound)
             batch.json.withUnsafeBufferPointer { jb in
                 let j = jb.baseAddress!
                 batch.scratch.withUnsafeBufferPointer { sb in
@@ -480,14 +480,21 @@ extension DeadLetterReason {
 /// capacity checks; the caller sized the storage for everything written.
 @usableFromInline struct OutputCursor {
     @usableFromInline var p: UnsafeMutablePointer<UInt8>
-    @inline(__always) init(_ p: UnsafeMutablePointer<UInt8>) { self.p = p }
+    /// The end of the reserved storage: debug builds (the tests, the debug `maidian`) check every write
+    /// against it, so a wrong bound fails there before it writes past; release builds trust the bound.
+    let end: UnsafeMutablePointer<UInt8>
+    @inline(__always) init(_ p: UnsafeMutablePointer<UInt8>, end: UnsafeMutablePointer<UInt8>) { self.p = p; self.end = end }
 
     @inline(__always) mutating func copy(_ src: UnsafePointer<UInt8>?, _ n: Int) {
         guard n > 0, let src else { return }
+        assert(n <= end - p, "OutputCursor: write past the reserved bound")
         p.update(from: src, count: n)
         p += n
     }
-    @inline(__always) mutating func byte(_ b: UInt8) { p.pointee = b; p += 1 }
+    @inline(__always) mutating func byte(_ b: UInt8) {
+        assert(p < end, "OutputCursor: write past the reserved bound")
+        p.pointee = b; p += 1
+    }
     @inline(__always) mutating func raw(_ s: StaticString) { copy(s.utf8Start, s.utf8CodeUnitCount) }
 
     /// A decimal integer (at most 20 characters).
@@ -498,6 +505,7 @@ extension DeadLetterReason {
         var digits = 1
         var t = x / 10
         while t > 0 { digits &+= 1; t /= 10 }
+        assert(digits <= end - p, "OutputCursor: write past the reserved bound")
         var q = p + digits
         while x > 0 {
             q -= 1
