@@ -96,6 +96,17 @@ public final class EmbeddedBroker: @unchecked Sendable {
         }
     }
 
+    /// Makes the next `errors.count` requests with `apiKey` that broker `brokerId` receives fail with these
+    /// librdkafka error codes, in order; other brokers answer as usual. Errors meant for one client (a worker's
+    /// producer) reach only it when its partitions' leader is a broker no other client sends that request to.
+    public func pushRequestErrors(apiKey: Int16, errors: [Int32], brokerId: Int32) throws {
+        let codes = errors.map { rd_kafka_resp_err_t($0) }
+        try codes.withUnsafeBufferPointer {
+            try check(maidian_mock_broker_push_request_errors(cluster, brokerId, apiKey, $0.count, $0.baseAddress),
+                      "push \(errors.count) errors for API \(apiKey) onto broker \(brokerId)")
+        }
+    }
+
     /// Forgets errors pushed for `apiKey` and not used yet.
     public func clearRequestErrors(apiKey: Int16) {
         rd_kafka_mock_clear_request_errors(cluster, apiKey)

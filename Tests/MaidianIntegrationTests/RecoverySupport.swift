@@ -80,8 +80,24 @@ final class SampleCluster {
 
     /// Starts `maidian run` (a worker of the group) as a child process.
     func startWorker(_ name: String, untilEnd: Bool = false, environment: [String: String] = [:]) throws -> Integration.Child {
-        try Integration.Child(Integration.binary, ["run", pipeline] + (untilEnd ? ["--until-end"] : []),
-                              environment: env.merging(environment) { _, new in new }, name: "\(group)-\(name)")
+        let w = try Integration.Child(Integration.binary, ["run", pipeline] + (untilEnd ? ["--until-end"] : []),
+                                      environment: env.merging(environment) { _, new in new }, name: "\(group)-\(name)")
+        workers.append((name, w))
+        return w
+    }
+
+    /// Every worker started, for the log lines printed when a check finds outputs missing or repeated.
+    private var workers: [(name: String, child: Integration.Child)] = []
+
+    /// The lines of each worker's log that tell how it read and committed (rebalances, re-reads, gaps,
+    /// commits, warnings and errors): a failure on a CI machine can only be understood from them.
+    func printWorkerLogs() {
+        let marks = ["warning", "error", "assigned", "revoked", "lost", "re-reading", "reading it again", "going on", "stopping", "bounded run", "commit"]
+        for (name, child) in workers {
+            let lines = child.stderr.split(separator: "\n").filter { line in marks.contains { line.contains($0) } && !line.contains("Fetch from broker") }
+            print("--- worker \(name): \(lines.count) lines of interest")
+            for l in lines.suffix(200) { print(String(l.prefix(400))) }
+        }
     }
 
     /// Runs one `--until-end` worker to completion (the end of a test: whatever the group left behind is
@@ -142,6 +158,8 @@ final class SampleCluster {
         let expected = try Self.expectedAnswers(recording)
         let reference = try Self.reference(recording: recording, records: records)
         var enriched = (total: 0, uninterrupted: 0)
+        // Outputs can only be judged on a complete input: a record the test's producer lost is not the worker's.
+        XCTAssertGreaterThanOrEqual(try endOffset("events.raw"), Int64(self.records), "the raw topic holds every record of the recording", file: file, line: line)
         let records = try dump()
         try GoldenChecks.checkWindows(records: records, expected: expected, file: file, line: line)
         for topic in ["events.enriched", "events.dlq"] {
@@ -153,6 +171,7 @@ final class SampleCluster {
             for m in missing.prefix(3) { XCTFail("\(topic) lacks \(m.prefix(300))", file: file, line: line) }
             for x in extra.prefix(3) { XCTFail("\(topic) has a record an uninterrupted run does not write: \(x.prefix(300))", file: file, line: line) }
             XCTAssertEqual(missing.count + extra.count, 0, "\(topic): \(missing.count) records missing, \(extra.count) unexpected", file: file, line: line)
+            if !missing.isEmpty || !extra.isEmpty { printWorkerLogs() }
             let total = got.values.reduce(0, +)
             if exact {
                 let differing = got.filter { want[$0.key] != $0.value }

@@ -43,6 +43,34 @@ final class EmbeddedBrokerTests: XCTestCase {
         XCTAssertNil(errors.first ?? nil)
     }
 
+    /// Errors pushed onto one broker reach only the requests that broker receives: a producer writing to a
+    /// topic led by another broker is not touched (tests aim Produce errors at a worker's outputs this way).
+    func testErrorsPushedOntoOneBrokerReachOnlyItsRequests() throws {
+        let logger = KafkaTestSupport.logger("broker-errors-test")
+        let broker = try EmbeddedBroker(brokers: 2, logger: logger)
+        try broker.createTopic("on1", partitions: 1)
+        try broker.createTopic("on2", partitions: 1)
+        try broker.setPartitionLeader(topic: "on1", partition: 0, brokerId: 1)
+        try broker.setPartitionLeader(topic: "on2", partition: 0, brokerId: 2)
+        let producer = try KafkaProducer(config: KafkaTestSupport.producerConfig(broker), logger: logger)
+        var reports: [UInt64: KafkaError?] = [:]
+        producer.onDelivery = { reports[$0] = $1 }
+        // Warm up both leaders (metadata, producer id) so the pushed error meets the next message's request.
+        for (token, topic) in [(UInt64(1), "on1"), (2, "on2")] { try producer.produce(topicName: topic, key: [], value: [1], token: token) }
+        try producer.flush(timeout: .seconds(10))
+        XCTAssertEqual(reports.count, 2)
+
+        // 29 = TOPIC_AUTHORIZATION_FAILED: permanent, so the delivery report shows which request met it.
+        try broker.pushRequestErrors(apiKey: 0, errors: [29], brokerId: 2)
+        try producer.produce(topicName: "on1", key: [], value: [2], token: 3)
+        try producer.flush(timeout: .seconds(10))
+        XCTAssertEqual(reports[3].map { $0 == nil }, true, "broker 1 answers as usual")
+        try producer.produce(topicName: "on2", key: [], value: [3], token: 4)
+        try producer.flush(timeout: .seconds(10))
+        XCTAssertEqual(reports[4]??.rdkafkaCode, 29, "broker 2 answers with the pushed error")
+        XCTAssertThrowsError(try broker.pushRequestErrors(apiKey: 0, errors: [6], brokerId: 9), "no broker 9")
+    }
+
     func testCreatingAnExistingTopicFails() throws {
         let broker = try EmbeddedBroker(logger: KafkaTestSupport.logger("broker-dup-test"))
         try broker.createTopic("dup", partitions: 1)
