@@ -350,6 +350,28 @@ extension EventBatch {
         scratch.append(bytesOf: json, Int(s.start) ..< Int(s.end))
     }
 
+    // MARK: - keeping and reusing batches (tools)
+
+    /// Number of added-property links (`linkAdded`) in the batch: what stages added, counted.
+    @inlinable public var addedPropertyCount: Int { added.count }
+
+    /// Makes room for `events` events, `added` added-property links and `scratchBytes` more bytes of the
+    /// scratch arena, so stages then run without growing them (a benchmark's copy of a batch, as a worker's
+    /// reused batch).
+    public mutating func reserveRoom(events: Int, added: Int, scratchBytes: Int) {
+        self.events.reserveCapacity(events)
+        self.added.reserveCapacity(added)
+        scratch.reserveCapacity(scratch.count + scratchBytes)
+    }
+
+    /// Frees what a decoded batch kept only for decoding: the input arena (record keys and header values)
+    /// and the JSON arena's spare room. For batches held in memory after the run (benchmarks); the records'
+    /// spans into the input arena are then stale.
+    public mutating func keepDecodedOnly() {
+        json = Array(json[0 ..< jsonCount])
+        input = []
+    }
+
     // MARK: - adding properties
 
     /// Adds `"name":"value"` (escaped) to event `i`.

@@ -47,8 +47,8 @@ final class EventAccessTests: XCTestCase {
         b.forEachKnownProperty(event: 0) { _, known in seen.append(known); return true }
         XCTAssertEqual(seen, [UInt8(KnownProperty.model.rawValue), UInt8(KnownProperty.screenWidth.rawValue)])
         // A dropped property is not found, by name or by byte.
-        b.properties[model!].fix = .drop
-        b.events[0].hasFixes = true
+        b.dropProperty(model!)
+        b.markFixed(0)
         XCTAssertNil(b.propertyIndex(event: 0, .model))
         XCTAssertFalse(b.hasProperty(event: 0, name: Array("$model".utf8)))
     }
@@ -180,5 +180,26 @@ final class EventAccessTests: XCTestCase {
         XCTAssertEqual(b.withBytes(of: b.id(ofHit: 0)) { $0.string }, #""r1""#)
         XCTAssertEqual(b.withBytes(of: b.content(ofHit: 0)) { $0.jsonString }, "xyz")
         XCTAssertFalse(b.content(ofHit: 1).isPresent)
+    }
+
+    /// What tools use to keep decoded batches and reuse copies of them: counts, room, and the arenas a kept
+    /// batch still reads.
+    func testKeptBatchReadsAsBeforeAndCountsWhatStagesAdd() {
+        var b = batch([#"{"type":"track","event":"e","time":1763700000000,"distinct_id":"u","properties":{"team":"a"}}"#])
+        XCTAssertEqual(b.addedPropertyCount, 0)
+        b.addProperty(event: 0, name: Array("n".utf8), integer: 1)
+        b.addProperty(event: 0, name: Array("m".utf8), integer: 2)
+        XCTAssertEqual(b.addedPropertyCount, 2)
+        var kept = b
+        kept.keepDecodedOnly()
+        XCTAssertEqual(kept.json.count, b.jsonCount, "the JSON arena's spare room is gone")
+        XCTAssertTrue(kept.input.isEmpty)
+        XCTAssertEqual(kept.string(kept.eventName(0)), "e")
+        XCTAssertEqual(kept.string(kept.stringValue(ofProperty: kept.propertyIndex(event: 0, name: Array("team".utf8))!)), "a")
+        kept.reserveRoom(events: 100, added: 50, scratchBytes: 1000)
+        XCTAssertGreaterThanOrEqual(kept.events.capacity, 100)
+        XCTAssertGreaterThanOrEqual(kept.added.capacity, 50)
+        XCTAssertGreaterThanOrEqual(kept.scratch.capacity, b.scratch.count + 1000)
+        XCTAssertEqual(b.json.count, kept.json.count + (b.json.count - b.jsonCount), "the original is untouched")
     }
 }
