@@ -39,6 +39,31 @@ extension EventBatch {
     /// Number of events in the batch; events are numbered `0 ..< eventCount`.
     @inlinable public var eventCount: Int { events.count }
 
+    /// Event `i`'s entry, a copy (read its fields; change it only through the methods of this layer).
+    @inlinable public func event(_ i: Int) -> Event { events[i] }
+
+    /// Number of input records; records are numbered `0 ..< recordCount`.
+    @inlinable public var recordCount: Int { records.count }
+
+    /// Input record `r`.
+    @inlinable public func record(_ r: Int) -> InputRecord { records[r] }
+
+    /// Property entry `k` (an index of `propertyRange` or from `propertyIndex`), a copy.
+    @inlinable public func property(_ k: Int) -> Property { properties[k] }
+
+    /// Match hit `h` (an index of `hitRange`), a copy.
+    @inlinable public func hit(_ h: Int) -> MatchHit { hits[h] }
+
+    /// Hit `h`'s rule id (action rules: their identifier) as a JSON string, quotes included (`withBytes` gives
+    /// it as written).
+    @inlinable public func id(ofHit h: Int) -> BatchText { BatchText(span: hits[h].id, arena: .scratch) }
+
+    /// Hit `h`'s content value (`group_by_content` rules) as a JSON string, quotes included; absent otherwise.
+    @inlinable public func content(ofHit h: Int) -> BatchText {
+        let hit = hits[h]
+        return BatchText(span: hit.content, arena: hit.contentInScratch ? .scratch : .json)
+    }
+
     /// Whether event `i` is still flowing (not dropped or failed).
     @inlinable public func isLive(_ i: Int) -> Bool { events[i].status == .live }
 
@@ -128,6 +153,17 @@ extension EventBatch {
         events[i].hitCount = Int32(truncatingIfNeeded: r.count)
     }
 
+    /// Drops property `k` from the output (validate; it is listed in `$dropped_properties` by the caller).
+    /// Call `markFixed` for its event.
+    @inlinable public mutating func dropProperty(_ k: Int) { properties[k].fix = .drop }
+
+    /// Replaces property `k`'s value by the JSON value at `value` in the scratch arena (written with the
+    /// `appendScratch` methods or `PropertyRepair`). Call `markFixed` for its event.
+    @inlinable public mutating func replaceProperty(_ k: Int, with value: Span) {
+        properties[k].replacement = value
+        properties[k].fix = .replace
+    }
+
     /// Whether some property of event `i` has a fix other than keep (then readers check `Property.fix`).
     @inlinable public func hasFixes(_ i: Int) -> Bool { events[i].hasFixes }
 
@@ -211,6 +247,44 @@ extension EventBatch {
         return Span(start: p.value.start + 1, end: p.value.end - 1)
     }
 
+    /// Property `k`'s JSON value as written (quotes and escapes included, not decoded by `withBytes`), or the
+    /// replacement a stage wrote for it: absent when it was dropped.
+    @inlinable public func value(ofProperty k: Int) -> BatchText {
+        let p = properties[k]
+        switch p.fix {
+        case .keep: return BatchText(span: p.value, arena: .json)
+        case .replace: return BatchText(span: p.replacement, arena: .scratch)
+        case .drop: return .absent
+        }
+    }
+
+    /// Property `k`'s name (its raw string content; `withBytes` decodes it).
+    @inlinable public func name(ofProperty k: Int) -> BatchText {
+        let p = properties[k]
+        return BatchText(span: p.name, arena: .json, escaped: p.nameEscaped)
+    }
+
+    /// Whether the span `s` of the JSON arena holds exactly `bytes`.
+    @inlinable public func jsonEqual(_ s: Span, _ bytes: [UInt8]) -> Bool {
+        guard s.count == bytes.count else { return false }
+        return withJSON { $0[s].equals(bytes) }
+    }
+
+    /// Whether the span `s` of the JSON arena holds exactly `text`.
+    @inlinable public func jsonEqual(_ s: Span, _ text: StaticString) -> Bool {
+        guard s.count == text.utf8CodeUnitCount else { return false }
+        return withJSON { $0[s].equals(text) }
+    }
+
+    /// Byte `i` of the JSON arena (an offset inside a span of an event or property), for readers of short
+    /// values such as a number's digits.
+    @inlinable public func jsonByte(at i: Int) -> UInt8 { json[i] }
+
+    /// Appends the bytes of span `s` of the JSON arena to `out`, as they are (no decoding).
+    @inlinable public func appendJSONBytes(_ s: Span, to out: inout [UInt8]) {
+        out.append(bytesOf: json, Int(s.start) ..< Int(s.end))
+    }
+
     /// Whether two spans of the JSON arena hold the same bytes.
     @inlinable public func jsonEqual(_ a: Span, _ b: Span) -> Bool {
         guard a.count == b.count else { return false }
@@ -249,6 +323,53 @@ extension EventBatch {
     public func string(_ t: BatchText) -> String? {
         guard t.isPresent else { return nil }
         return withBytes(of: t) { $0.string }
+    }
+
+    // MARK: - writing the scratch arena
+
+    // A stage writes a JSON fragment (`"name":value`, for `linkAdded`) or a replacement value by noting
+    // `scratchEnd`, appending, and taking `Span(start, scratchEnd)`: no closure, no copy of the arena.
+
+    /// Where the next byte appended to the scratch arena goes.
+    @inlinable public var scratchEnd: Int { scratch.count }
+
+    /// Appends one byte to the scratch arena.
+    @inlinable public mutating func appendScratch(_ byte: UInt8) { scratch.append(byte) }
+
+    /// Appends bytes to the scratch arena.
+    @inlinable public mutating func appendScratch(_ bytes: [UInt8]) { scratch.append(contentsOf: bytes) }
+
+    /// Appends `source[range]` (a piece of a stage's own table) to the scratch arena: one copy, no slice.
+    @inlinable public mutating func appendScratch(bytesOf source: [UInt8], _ range: Range<Int>) {
+        scratch.append(bytesOf: source, range)
+    }
+
+    /// Appends the bytes of span `s` of the JSON arena to the scratch arena, as they are (raw string content
+    /// of validated JSON is a valid JSON string body already).
+    @inlinable public mutating func appendScratch(json s: Span) {
+        scratch.append(bytesOf: json, Int(s.start) ..< Int(s.end))
+    }
+
+    // MARK: - keeping and reusing batches (tools)
+
+    /// Number of added-property links (`linkAdded`) in the batch: what stages added, counted.
+    @inlinable public var addedPropertyCount: Int { added.count }
+
+    /// Makes room for `events` events, `added` added-property links and `scratchBytes` more bytes of the
+    /// scratch arena, so stages then run without growing them (a benchmark's copy of a batch, as a worker's
+    /// reused batch).
+    public mutating func reserveRoom(events: Int, added: Int, scratchBytes: Int) {
+        self.events.reserveCapacity(events)
+        self.added.reserveCapacity(added)
+        scratch.reserveCapacity(scratch.count + scratchBytes)
+    }
+
+    /// Frees what a decoded batch kept only for decoding: the input arena (record keys and header values)
+    /// and the JSON arena's spare room. For batches held in memory after the run (benchmarks); the records'
+    /// spans into the input arena are then stale.
+    public mutating func keepDecodedOnly() {
+        json = Array(json[0 ..< jsonCount])
+        input = []
     }
 
     // MARK: - adding properties

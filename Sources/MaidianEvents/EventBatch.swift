@@ -593,6 +593,17 @@ public struct EventBatch: Sendable {
         return Span(start, scratch.count)
     }
 
+    /// A `"name":"<content>"` fragment in the scratch arena, for `linkAdded`, where `content` is the raw
+    /// content (between the quotes) of a JSON string of the JSON arena: validated JSON, so a valid JSON
+    /// string body as it is (escapes kept as sent).
+    public mutating func fragment(_ name: StaticString, jsonStringContent content: Span) -> Span {
+        let start = beginFragment(name)
+        scratch.append(0x22)
+        scratch.append(bytesOf: json, Int(content.start) ..< Int(content.end))
+        scratch.append(0x22)
+        return Span(start, scratch.count)
+    }
+
     /// A `"name":<integer>` fragment in the scratch arena, for `linkAdded`.
     public mutating func fragment(_ name: StaticString, integer: Int64) -> Span {
         let start = beginFragment(name)

@@ -145,7 +145,7 @@ public final class PipelineEngine {
     }
 
     private func process(_ batch: inout EventBatch, output: inout OutputBuffer, bounded: Bool, cut: (inout EventBatch, Int) -> Void) throws {
-        let firstNew = batch.events.count
+        let firstNew = batch.eventCount
         let clock = ContinuousClock()
         var t0 = clock.now
         if stageTime.count != stages.count { stageTime = Array(repeating: .zero, count: stages.count) }
@@ -170,7 +170,7 @@ public final class PipelineEngine {
             if r.json.isPresent { bytes += r.json.count }
         }
         addTally(to: live.failedRecords)
-        live.events.add(batch.events.count - firstNew)
+        live.events.add(batch.eventCount - firstNew)
         live.bytes.add(bytes)
         if batch.invalidHeaders > 0 { live.badHeaders.add(batch.invalidHeaders) }
 
@@ -193,8 +193,8 @@ public final class PipelineEngine {
             alive = l; dropped = d; failed = f
         }
         if failed > 0 {
-            batch.events.withUnsafeBufferPointer { evs in
-                for e in evs where e.status == .failed { reasonTally[Int(e.reason.rawValue)] += 1 }
+            batch.withView { v in
+                for i in 0..<v.eventCount where v.event(i).status == .failed { reasonTally[Int(v.event(i).reason.rawValue)] += 1 }
             }
             addTally(to: live.failedEvents)
         }
@@ -215,7 +215,7 @@ public final class PipelineEngine {
         // the partition changes (two dictionaries per batch cost about 1% of the whole job before).
         seen.removeAll(keepingCapacity: true)
         var k = -1
-        batch.events.withUnsafeBufferPointer { evs in
+        batch.withView { v in
             for r in batch.records where r.status != .dropped {
                 if k < 0 || seen[k].partition != r.partition {
                     k = seen.firstIndex { $0.partition == r.partition } ?? -1
@@ -226,8 +226,8 @@ public final class PipelineEngine {
                 }
                 var newest = seen[k].newest, has = seen[k].hasNewest
                 if r.eventCount > 0 {
-                    for e in Int(r.firstEvent)..<Int(r.firstEvent + r.eventCount) where evs[e].status == .live && evs[e].type.isTrack {
-                        let t = evs[e].time
+                    for e in Int(r.firstEvent)..<Int(r.firstEvent + r.eventCount) where v.isLiveTrack(e) {
+                        let t = v.time(e)
                         if !has || t > newest { newest = t; has = true }
                     }
                 }
@@ -284,15 +284,15 @@ public final class PipelineEngine {
 
     @inline(__always)
     private func statusCounts(_ batch: borrowing EventBatch) -> (Int, Int, Int) {
-        let c = (batch.events.count - batch.droppedCount - batch.failedCount, batch.droppedCount, batch.failedCount)
+        let c = (batch.eventCount - batch.droppedCount - batch.failedCount, batch.droppedCount, batch.failedCount)
         assert(c == recount(batch), "a stage set Event.status directly; use EventBatch.drop(_:) / fail(_:reason:)")
         return c
     }
 
     private func recount(_ batch: borrowing EventBatch) -> (Int, Int, Int) {
         var c = (0, 0, 0)
-        for e in batch.events {
-            switch e.status {
+        for i in 0..<batch.eventCount {
+            switch batch.event(i).status {
             case .live: c.0 += 1
             case .dropped: c.1 += 1
             case .failed: c.2 += 1

@@ -4,7 +4,7 @@ import MaidianEvents
 
 /// A pipeline stage: a plugin that data engineers place in a pipeline's YAML by its `kind`.
 ///
-/// A stage works on a whole batch at a time (loop over `batch.events` inside; no per-event calls through
+/// A stage works on a whole batch at a time (loop over `0 ..< batch.eventCount` inside; no per-event calls through
 /// the protocol) and changes events in place: it drops or rejects them (`batch.drop(i)`, `batch.fail(i, reason:)`), fixes properties, adds
 /// properties, or writes outputs. The engine, not the stage, counts what each stage received, emitted,
 /// dropped and failed.

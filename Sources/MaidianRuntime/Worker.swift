@@ -562,7 +562,7 @@ private final class State: RebalanceHost {
     func reportBatch(since polled: ContinuousClock.Instant) {
         guard let status = options.status else { return }
         var newest: Int64?
-        for e in batch.events where e.status == .live && e.time > (newest ?? .min) { newest = e.time }
+        for i in 0..<batch.eventCount where batch.isLive(i) && batch.time(i) > (newest ?? .min) { newest = batch.time(i) }
         var produced: [(topic: String, count: Int)] = []
         for (i, n) in producedSinceReport.enumerated() where n > 0 {
             let name = output.topics[i]

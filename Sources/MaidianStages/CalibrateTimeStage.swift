@@ -90,7 +90,7 @@ public final class CalibrateTimeStage: Stage {
         changed.removeAll(keepingCapacity: true)
         let maxSkew = self.maxSkew, maxFuture = self.maxFuture
         for i in 0..<batch.eventCount where batch.isLiveTrack(i) {
-            let ev = batch.events[i], rec = batch.record(of: i)
+            let ev = batch.event(i), rec = batch.record(of: i)
             guard let c = Self.corrected(
                 time: ev.time, flushTime: ev.hasFlushTime ? ev.flushTime : nil,
                 receivedAt: rec.hasReceivedAt ? rec.receivedAt : nil, timestamp: rec.timestamp,
@@ -104,7 +104,7 @@ public final class CalibrateTimeStage: Stage {
         for (i, time) in changed {
             batch.setTime(i, time)
             if !batch.hasProperty(event: i, .clientTime) {
-                batch.addProperty(event: i, .clientTime, integer: batch.events[i].clientTime)
+                batch.addProperty(event: i, .clientTime, integer: batch.event(i).clientTime)
             }
         }
     }

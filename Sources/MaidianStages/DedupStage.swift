@@ -57,10 +57,10 @@ public final class DedupStage: Stage {
         var mems = memories
         memories = []
         drops.removeAll(keepingCapacity: true)
-        for i in 0..<batch.eventCount where batch.isLiveTrack(i) && batch.events[i].hasTrackID {
+        for i in 0..<batch.eventCount where batch.isLiveTrack(i) && batch.event(i).hasTrackID {
             let p = Int(batch.partition(of: i))
             if p >= mems.count { mems.append(contentsOf: repeatElement(Memory(), count: p + 1 - mems.count)) }
-            let ev = batch.events[i]
+            let ev = batch.event(i)
             if isDuplicate(&mems[p], DedupStage.keyHash(ev), ev.time) { drops.append(i) }
         }
         memories = mems

@@ -110,7 +110,7 @@ public final class DeviceStage: Stage {
         swap(&spans, &spanCache)
         defer { swap(&spans, &spanCache) }
         for k in spans.indices { spans[k] = .absent }
-        let n = batch.events.count
+        let n = batch.eventCount
         // The previous event's device (all events of a record come from one install, so this usually hits).
         var lastModel = Span.absent            // value content in the JSON arena, Apple models only
         var lastApple = Resolved()
@@ -139,7 +139,7 @@ public final class DeviceStage: Stage {
                 // waiting for them one event at a time was most of this stage's cost).
                 Self.findModels(batch, from: i, to: min(i + Self.chunk, n), into: &models)
             }
-            let ev = batch.events[i]
+            let ev = batch.event(i)
             guard ev.status == .live, ev.type.isTrack else { continue }
             let known = ev.known
             var want: UInt8 = 0
@@ -190,11 +190,7 @@ public final class DeviceStage: Stage {
                                 r.brand = lastRawBrand
                             } else {
                                 // An unlisted manufacturer: `$brand` as sent (its raw JSON string content is valid JSON).
-                                let start = batch.scratch.count
-                                batch.scratch.append(contentsOf: DeviceCatalog.brandPrefix)
-                                batch.scratch.append(contentsOf: batch.json[Int(manufacturer.start)..<Int(manufacturer.end)])
-                                batch.scratch.append(0x22)
-                                r.brand = Span(start, batch.scratch.count)
+                                r.brand = batch.fragment("$brand", jsonStringContent: manufacturer)
                                 lastRawBrand = r.brand
                                 lastRawBrandSource = manufacturer
                             }
@@ -223,7 +219,7 @@ public final class DeviceStage: Stage {
                     uaRecord = ev.record
                     uaOS = .absent
                     uaVersion = .absent
-                    let ua = batch.records[Int(ev.record)].ua
+                    let ua = batch.record(Int(ev.record)).ua
                     if ua.isPresent && ua.count > 0 {
                         let os = batch.withInput { UserAgent.os($0[ua]) }
                         if let os {
@@ -275,9 +271,9 @@ public final class DeviceStage: Stage {
     private func fragment(_ batch: inout EventBatch, _ spans: inout [Span], _ id: Int) -> Span {
         let known = spans[id]
         if known.isPresent { return known }
-        let start = batch.scratch.count
-        catalog.appendFragment(id, to: &batch.scratch)
-        let span = Span(start, batch.scratch.count)
+        let start = batch.scratchEnd
+        catalog.appendFragment(id, to: &batch)
+        let span = Span(start, batch.scratchEnd)
         spans[id] = span
         return span
     }
@@ -326,21 +322,19 @@ public final class DeviceStage: Stage {
     @inline(__always)
     static func stringContent(_ batch: borrowing EventBatch, _ k: Int) -> Span {
         guard k >= 0 else { return .absent }
-        let p = batch.properties[k]
-        guard p.kind == .string, p.fix == .keep, p.value.count > 2 else { return .absent }
-        return Span(start: p.value.start + 1, end: p.value.end - 1)
+        return batch.stringContent(ofProperty: k)
     }
 
     /// A kept number property as a positive integer (fraction dropped), else -1.
     static func screenSide(_ batch: borrowing EventBatch, _ k: Int) -> Int {
         guard k >= 0 else { return -1 }
-        let p = batch.properties[k]
+        let p = batch.property(k)
         guard p.kind == .number, p.fix == .keep else { return -1 }
         var v = 0
         var i = Int(p.value.start)
         let end = Int(p.value.end)
         while i < end {
-            let c = batch.json[i]
+            let c = batch.jsonByte(at: i)
             guard DeviceASCII.isDigit(c) else { break }
             v = v * 10 + Int(c - 0x30)
             if v > 1_000_000 { return -1 }
@@ -411,9 +405,6 @@ struct DeviceCatalog: Sendable {
     private var fragmentStart: [Int32] = [0]
     private(set) var appleBrandFragment = 0
     private var typeFragments: [Int] = []
-
-    /// `"$brand":"` (an unlisted manufacturer's value follows).
-    static let brandPrefix: [UInt8] = Array("\"$brand\":\"".utf8)
 
     /// The built-in tables; an error only if a TSV file is malformed (a test checks they are not).
     static let builtin: Result<DeviceCatalog, TableError> = Result {
@@ -493,9 +484,9 @@ struct DeviceCatalog: Sendable {
     /// The fragment of `$device_type` `type`.
     @inline(__always) func typeFragment(_ type: DeviceType) -> Int { typeFragments[Int(type.rawValue)] }
 
-    /// Appends fragment `id`'s bytes.
-    @inline(__always) func appendFragment(_ id: Int, to out: inout [UInt8]) {
-        out.append(contentsOf: fragmentBytes[Int(fragmentStart[id])..<Int(fragmentStart[id + 1])])
+    /// Appends fragment `id`'s bytes to the batch's scratch arena.
+    @inline(__always) func appendFragment(_ id: Int, to batch: inout EventBatch) {
+        batch.appendScratch(bytesOf: fragmentBytes, Int(fragmentStart[id])..<Int(fragmentStart[id + 1]))
     }
 
     /// The fragment's text (tests).

@@ -161,12 +161,12 @@ public final class LocationStage: Stage {
         checkForNewDatabase(whenDue: true)
         epoch &+= 1
         warm(batch)
-        let n = batch.events.count
+        let n = batch.eventCount
         var lastRecord: Int32 = -1
         var recordEntry = -1
         var count = 0
         for i in 0..<n {
-            let ev = batch.events[i]
+            let ev = batch.event(i)
             guard ev.status == .live, ev.type.isTrack else { continue }
             let known = ev.known
             if known & LocationStage.locationBits != 0 && clientSentLocation(batch, i) { continue }
@@ -178,7 +178,7 @@ public final class LocationStage: Stage {
             } else {
                 if ev.record != lastRecord {
                     lastRecord = ev.record
-                    let ip = batch.records[Int(ev.record)].ip
+                    let ip = batch.record(Int(ev.record)).ip
                     recordEntry = ip.isPresent && ip.count > 0 ? entryForInput(&batch, ip, hash: recordHashes[Int(ev.record)]) : -1
                 }
                 entry = recordEntry
@@ -202,9 +202,9 @@ public final class LocationStage: Stage {
         if total == 0 { return false }
         if e.epoch != epoch {
             e.epoch = epoch
-            e.scratchStart = Int32(batch.scratch.count)
+            e.scratchStart = Int32(batch.scratchEnd)
             let from = Int(e.fragStart)
-            batch.scratch.append(contentsOf: fragments[from..<(from + Int(total))])
+            batch.appendScratch(bytesOf: fragments, from..<(from + Int(total)))
             entries[entry] = e
         }
         var s = e.scratchStart
@@ -229,8 +229,8 @@ public final class LocationStage: Stage {
         recordHashes.removeAll(keepingCapacity: true)
         var folded: UInt64 = 0
         batch.withInput { input in
-            for r in batch.records.indices {
-                let rec = batch.records[r]
+            for r in 0..<batch.recordCount {
+                let rec = batch.record(r)
                 guard rec.status == .live, rec.ip.isPresent, rec.ip.count > 0 else { recordHashes.append(0); continue }
                 let h = input[rec.ip].hash
                 recordHashes.append(h)
@@ -250,9 +250,9 @@ public final class LocationStage: Stage {
 
     /// The cache entry for the client's `$ip` property; -1 when it is not a plain string.
     private func entryForClientIP(_ batch: inout EventBatch, property p: Int) -> Int {
-        let prop = batch.properties[p]
-        guard prop.kind == .string, !prop.valueEscaped, prop.value.count > 2 else { return -1 }
-        return batch.withJSON { entry(forIP: $0[Int(prop.value.start + 1) ..< Int(prop.value.end - 1)]) }
+        let ip = batch.stringValue(ofProperty: p)
+        guard !ip.escaped, ip.count > 0 else { return -1 }
+        return batch.withBytes(of: ip) { entry(forIP: $0) }
     }
 
     /// The cache entry for the IP text `ip`, looking it up in the database on a miss.

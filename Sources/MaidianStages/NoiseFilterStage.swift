@@ -143,8 +143,8 @@ public final class NoiseFilterStage: Stage {
         if names.isEmpty { return }
         candidates.removeAll(keepingCapacity: true)
         var noise = 0
-        for i in batch.events.indices {
-            let ev = batch.events[i]
+        for i in 0..<batch.eventCount {
+            let ev = batch.event(i)
             // `known` is a bit test: events without `$element_action` cost nothing more.
             guard ev.isLive, ev.type.isTrack, ev.known & KnownProperty.elementAction.bit != 0,
                   roles.role(ofEvent: i, in: batch) == .click,
@@ -155,7 +155,7 @@ public final class NoiseFilterStage: Stage {
             }
         }
         if noise == 0 { return }
-        for c in candidates where c.isNoise && batch.events[c.event].isLive {
+        for c in candidates where c.isNoise && batch.isLive(c.event) {
             let rule = rules[c.rule]
             if !targets[c.rule].isEmpty {
                 guard let t = stringValue(batch, c.event, "$element_target"), targets[c.rule].contains(where: { equal(batch, t, $0) }) else { continue }
@@ -169,10 +169,10 @@ public final class NoiseFilterStage: Stage {
 
     /// Whether a live `beside` click of the same rule, user (and target) lies within the rule's window.
     private func hasBeside(_ batch: borrowing EventBatch, _ c: Candidate, _ rule: Rule) -> Bool {
-        let ev = batch.events[c.event]
+        let ev = batch.event(c.event)
         let target = rule.sameTarget ? stringValue(batch, c.event, "$element_target") : nil
         for a in candidates where !a.isNoise && a.rule == c.rule {
-            let other = batch.events[a.event]
+            let other = batch.event(a.event)
             guard other.isLive, abs(other.time - ev.time) <= rule.within.milliseconds,
                   sameBytes(batch, ev.distinctID, other.distinctID) else { continue }
             if rule.sameTarget {
@@ -186,17 +186,14 @@ public final class NoiseFilterStage: Stage {
     /// The raw content (between the quotes) of a kept, unescaped string property.
     private func stringValue(_ batch: borrowing EventBatch, _ i: Int, _ name: StaticString) -> Span? {
         guard let k = batch.propertyIndex(event: i, name: name) else { return nil }
-        let p = batch.properties[k]
+        let value = batch.stringValue(ofProperty: k)
         // Selector and class names never need JSON escapes; an escaped or replaced value is not one of them.
-        guard p.kind == .string, p.fix == .keep, !p.valueEscaped else { return nil }
-        return Span(start: p.value.start + 1, end: p.value.end - 1)
+        guard value.isPresent, !value.escaped else { return nil }
+        return value.span
     }
 
     private func equal(_ batch: borrowing EventBatch, _ s: Span, _ bytes: [UInt8]) -> Bool {
-        guard s.count == bytes.count else { return false }
-        let lo = Int(s.start)
-        for k in 0..<bytes.count where batch.json[lo + k] != bytes[k] { return false }
-        return true
+        batch.jsonEqual(s, bytes)
     }
 
     private func sameBytes(_ batch: borrowing EventBatch, _ a: Span, _ b: Span) -> Bool {

@@ -35,27 +35,27 @@ public final class RecordPresetsStage: Stage {
 
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         touchHeaders(batch)
-        let n = batch.events.count
+        let n = batch.eventCount
         // All events of a record share its headers: serialize them once per record, then link per event.
         // The fragments sit next to each other, comma-separated, so an event that takes all of them (nearly
         // every event) links them as one.
         var lastRecord: Int32 = -1
         var ipSpan = Span.absent, rtSpan = Span.absent, projectSpan = Span.absent, allSpan = Span.absent
         for i in 0..<n {
-            let ev = batch.events[i]
+            let ev = batch.event(i)
             guard ev.status == .live, ev.type.isTrack else { continue }
             if ev.record != lastRecord {
                 lastRecord = ev.record
-                let rec = batch.records[Int(ev.record)]
-                let start = batch.scratch.count
+                let rec = batch.record(Int(ev.record))
+                let start = batch.scratchEnd
                 ipSpan = .absent; rtSpan = .absent
                 if rec.ip.isPresent && rec.ip.count > 0 {
                     ipSpan = batch.fragment("$ip", quotedInput: rec.ip)
-                    batch.scratch.append(0x2C)
+                    batch.appendScratch(0x2C)
                 }
                 if rec.hasReceivedAt {
                     rtSpan = batch.fragment("$receive_time", integer: rec.receivedAt)
-                    batch.scratch.append(0x2C)
+                    batch.appendScratch(0x2C)
                 }
                 if rec.project.isPresent {
                     projectSpan = batch.fragment("$project", quotedInput: rec.project)
@@ -77,12 +77,7 @@ public final class RecordPresetsStage: Stage {
             if project {
                 if ev.project.isPresent {
                     // Rare: the event names its own project. Its raw string content is valid JSON already.
-                    let value = batch.json[Int(ev.project.start)..<Int(ev.project.end)]
-                    batch.addProperty(event: i, name: "$project") { out in
-                        out.append(0x22)
-                        out.append(contentsOf: value)
-                        out.append(0x22)
-                    }
+                    batch.linkAdded(event: i, batch.fragment("$project", jsonStringContent: ev.project))
                 } else {
                     batch.linkAdded(event: i, projectSpan)
                 }
@@ -95,8 +90,11 @@ public final class RecordPresetsStage: Stage {
     /// overlaps those misses instead of taking them one record at a time below.
     private func touchHeaders(_ batch: borrowing EventBatch) {
         var touched: UInt8 = 0
-        for r in batch.records.indices where batch.records[r].ip.count > 0 {
-            touched ^= batch.input[Int(batch.records[r].ip.start)]
+        batch.withInput { input in
+            for r in 0..<batch.recordCount {
+                let ip = batch.record(r).ip
+                if ip.count > 0 { touched ^= input[Int(ip.start)] }
+            }
         }
         touchSink = touched
     }

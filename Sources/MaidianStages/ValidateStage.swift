@@ -49,7 +49,7 @@ public final class ValidateStage: Stage {
         fixes.removeAll(keepingCapacity: true)
         let maxString = config.maxStringBytes
         for i in 0..<batch.eventCount where batch.isLive(i) {
-            let ev = batch.events[i]
+            let ev = batch.event(i)
             if let reason = check(ev) {
                 failures.append((i, reason))
             } else if ev.type.isTrack && ev.propertyCount > 0
@@ -79,34 +79,29 @@ public final class ValidateStage: Stage {
 
     /// Applies the property fixes of wire format §2 to an event the scanner found something to fix in.
     func fixProperties(_ i: Int, _ batch: inout EventBatch) {
-        let ev = batch.events[i]
         let maxString = config.maxStringBytes
-        let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         var dropped: [Span] = []
-        for k in lo..<hi {
-            var p = batch.properties[k]
-            if !p.nameValid || p.kind == .null || isServerOwned(p) {
-                p.fix = .drop
+        for k in batch.propertyRange(i) {
+            let p = batch.property(k)
+            if !p.nameValid || p.kind == .null || isServerOwned(p) || (p.kind == .object && !isElementContent(p, batch)) {
+                batch.dropProperty(k)
+                dropped.append(p.name)
             } else if p.kind == .object {
-                if !isElementContent(p, batch) { p.fix = .drop }
+                // `$element_content` may be an object (wire format §2): kept as sent.
             } else if p.kind == .string && Int(p.decodedLength) > maxString {
-                p.replacement = PropertyRepair.truncateString(p, &batch, maxBytes: maxString)
-                p.fix = .replace
+                batch.replaceProperty(k, with: PropertyRepair.truncateString(p, &batch, maxBytes: maxString))
             } else if p.arrayHasNonString {
-                p.replacement = PropertyRepair.stringsOnly(p, &batch)
-                p.fix = .replace
+                batch.replaceProperty(k, with: PropertyRepair.stringsOnly(p, &batch))
             }
-            if p.fix == .drop { dropped.append(p.name) }
-            batch.properties[k] = p
         }
-        batch.events[i].hasFixes = true
+        batch.markFixed(i)
         if config.listDropped && !dropped.isEmpty && !batch.hasProperty(event: i, .droppedProperties) {
             // Raw string content of validated JSON is already a valid JSON string body.
             var list: [UInt8] = [0x5B]
             for (n, span) in dropped.enumerated() {
                 if n > 0 { list.append(0x2C) }
                 list.append(0x22)
-                list.append(contentsOf: batch.json[Int(span.start)..<Int(span.end)])
+                batch.appendJSONBytes(span, to: &list)
                 list.append(0x22)
             }
             list.append(0x5D)
@@ -124,10 +119,6 @@ public final class ValidateStage: Stage {
     }
 
     private func isElementContent(_ p: Property, _ batch: borrowing EventBatch) -> Bool {
-        let name: StaticString = "$element_content"
-        guard p.name.count == name.utf8CodeUnitCount else { return false }
-        return name.withUTF8Buffer { n in
-            batch.json[Int(p.name.start)..<Int(p.name.end)].elementsEqual(n)
-        }
+        batch.jsonEqual(p.name, "$element_content")
     }
 }

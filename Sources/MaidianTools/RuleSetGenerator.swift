@@ -5,16 +5,13 @@ extension EventFacts {
     /// The role and facts of event `e` of a decoded batch, values decoded to Strings (benchmarks and tools;
     /// the match stage reads raw bytes). Role `.other` for events that are not live track events.
     public static func read(_ batch: borrowing EventBatch, event e: Int) -> (EventRole, EventFacts) {
-        let ev = batch.events[e]
+        let ev = batch.event(e)
         guard ev.isLive, ev.type.isTrack, let name = batch.jsonString(ev.eventName) else { return (.other, EventFacts()) }
         let role = EventRole.of(name)
         guard role != .other else { return (.other, EventFacts()) }
         func value(_ name: StaticString) -> (Property, [UInt8])? {
             guard let k = batch.propertyIndex(event: e, name: name) else { return nil }
-            let p = batch.properties[k]
-            let span = p.fix == .replace ? p.replacement : p.value
-            let arena = p.fix == .replace ? batch.scratch : batch.json
-            return (p, Array(arena[Int(span.start)..<Int(span.end)]))
+            return (batch.property(k), batch.withBytes(of: batch.value(ofProperty: k)) { $0.array })
         }
         func text(_ name: StaticString) -> String? {
             guard let (p, bytes) = value(name) else { return nil }
@@ -30,17 +27,13 @@ extension EventFacts {
         f.pagePath = text("$page_path")
         f.appVersion = text("$app_version")
         // Every kept property, for `where:` conditions.
-        for k in Int(ev.firstProperty)..<Int(ev.firstProperty + ev.propertyCount) where batch.properties[k].fix != .drop {
-            let p = batch.properties[k]
-            let rawName = Array(batch.json[Int(p.name.start)..<Int(p.name.end)])
-            let name = p.nameEscaped ? rawName.withByteView { $0.unescaped } : rawName
-            let span = p.fix == .replace ? p.replacement : p.value
-            let arena = p.fix == .replace ? batch.scratch : batch.json
-            f.properties.append((String(decoding: name, as: UTF8.self), String(decoding: arena[Int(span.start)..<Int(span.end)], as: UTF8.self)))
+        for k in batch.propertyRange(e) where batch.property(k).fix != .drop {
+            // The name decoded, the value as written (the replacement when a stage replaced it).
+            f.properties.append((batch.withBytes(of: batch.name(ofProperty: k)) { $0.string },
+                                 batch.withBytes(of: batch.value(ofProperty: k)) { $0.string }))
         }
         if f.appVersion == nil, ev.lib.isPresent {
-            let lib = Array(batch.json[Int(ev.lib.start)..<Int(ev.lib.end)])
-            f.appVersion = lib.withByteView { RuleMatcher.libAppVersion($0) }
+            f.appVersion = batch.withBytes(of: batch.lib(e)) { RuleMatcher.libAppVersion($0) }
         }
         guard role == .click else { return (role, f) }
         f.elementPath = text("$element_path")

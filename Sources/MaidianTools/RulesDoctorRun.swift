@@ -21,7 +21,7 @@ public final class RulesDoctorRun {
     let watchdog: RulesWatchdog
     private var run: RulesTestRun
     private var pass = 1
-    /// JSON-serialized id (as in `batch.hits`) → hit number.
+    /// JSON-serialized id (as `batch.id(ofHit:)` gives it) → hit number.
     private var hitByID: [[UInt8]: Int] = [:]
     /// Per alert: its rule's hit number and the near misses collected.
     private var nearMisses: [[EventFacts]] = []
@@ -48,15 +48,14 @@ public final class RulesDoctorRun {
     public func process(_ batch: inout EventBatch) throws {
         try run.process(&batch)
         var hits: [Int] = []
-        for i in batch.events.indices {
-            let ev = batch.events[i]
+        for i in 0..<batch.eventCount {
+            let ev = batch.event(i)
             guard ev.isLive, ev.flags & (EventFlag.late | EventFlag.ignoredPage) == 0 else { continue }
             let (role, facts) = EventFacts.read(batch, event: i)
             guard role != .other else { continue }
             hits.removeAll(keepingCapacity: true)
-            for k in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
-                let hit = batch.hits[k]
-                if let h = hitByID[Array(batch.scratch[Int(hit.id.start)..<Int(hit.id.end)])] { hits.append(h) }
+            for k in batch.hitRange(i) {
+                if let h = hitByID[batch.withBytes(of: batch.id(ofHit: k)) { $0.array }] { hits.append(h) }
             }
             if pass == 1 {
                 watchdog.observe(role: role, page: facts.page, version: facts.appVersion, hits: hits)

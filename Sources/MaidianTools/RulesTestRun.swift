@@ -6,7 +6,7 @@ import MaidianStages
 
 /// `maidian rules test`: runs a pipeline's stages up to and including `match`, with the `match` stage's rules
 /// file replaced, over batches of input records, and collects a ``RulesReport`` from the match results the
-/// stage leaves in each batch (`batch.hits`). Stages after `match` and the outputs do not run; nothing is
+/// stage leaves in each batch (`batch.hitRange`). Stages after `match` and the outputs do not run; nothing is
 /// written. Events the pipeline drops (duplicates, noise) or rejects are not counted, nor events a stage before
 /// `match` marked late. (In `app-analytics.yaml` lateness is decided by `windows`, after `match`: late events
 /// are counted here, so a rule's matches can exceed the sum of its windowed counts by its late events.)
@@ -34,7 +34,7 @@ public final class RulesTestRun {
     let options: Options
     private var output = OutputBuffer()
     private var report: RulesReport
-    /// JSON-serialized id (as in `batch.hits`) → rule index.
+    /// JSON-serialized id (as `batch.id(ofHit:)` gives it) → rule index.
     private var ruleByID: [[UInt8]: Int] = [:]
     private var nearMissFinder: NearMissFinder?
     private var nearMissCounts: [String: Int] = [:]
@@ -117,8 +117,8 @@ public final class RulesTestRun {
     private func collect(_ batch: borrowing EventBatch) {
         report.totals.dropped += batch.droppedCount
         report.totals.rejected += batch.failedCount
-        for i in batch.events.indices {
-            let ev = batch.events[i]
+        for i in 0..<batch.eventCount {
+            let ev = batch.event(i)
             guard ev.isLive else { continue }
             report.totals.kept += 1
             guard ev.type.isTrack, ev.eventName.isPresent else { continue }
@@ -130,15 +130,14 @@ public final class RulesTestRun {
             if role == .pageEnter { report.totals.pageViews += 1 } else if role == .click { report.totals.clicks += 1 }
             var matchedFocus = false
             if ev.hitCount > 0 { report.totals.matchedEvents += 1 }
-            for h in Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount) {
-                let hit = batch.hits[h]
-                guard let r = ruleByID[Array(batch.scratch[Int(hit.id.start)..<Int(hit.id.end)])] else { continue }
+            for h in batch.hitRange(i) {
+                guard let r = ruleByID[batch.withBytes(of: batch.id(ofHit: h)) { $0.array }] else { continue }
                 report.rules[r].matches += 1
                 if r == nearMissFinder?.hit { matchedFocus = true }
                 var content: String?
-                if hit.content.isPresent {
-                    let bytes = hit.contentInScratch ? batch.scratch : batch.json
-                    content = bytes.withByteView { $0[hit.content].jsonString }
+                let hitContent = batch.content(ofHit: h)
+                if hitContent.isPresent {
+                    content = batch.withBytes(of: hitContent) { $0.jsonString }
                     if let content { report.rules[r].contents[content, default: 0] += 1 }
                 }
                 if report.rules[r].examples.count < options.examples {

@@ -39,10 +39,9 @@ final class BatchViewTests: XCTestCase {
         }
         // A replaced value is read from the scratch arena.
         let k = index(b, "s")
-        let start = b.scratch.count
-        b.scratch.append(contentsOf: Array(#""fixed\n""#.utf8))
-        b.properties[k].fix = .replace
-        b.properties[k].replacement = Span(start, b.scratch.count)
+        let start = b.scratchEnd
+        b.appendScratch(Array(#""fixed\n""#.utf8))
+        b.replaceProperty(k, with: Span(start, b.scratchEnd))
         b.withView { v in XCTAssertEqual(decoded(v.text(ofProperty: k)), "fixed\n") }
     }
 

@@ -47,8 +47,8 @@ final class EventAccessTests: XCTestCase {
         b.forEachKnownProperty(event: 0) { _, known in seen.append(known); return true }
         XCTAssertEqual(seen, [UInt8(KnownProperty.model.rawValue), UInt8(KnownProperty.screenWidth.rawValue)])
         // A dropped property is not found, by name or by byte.
-        b.properties[model!].fix = .drop
-        b.events[0].hasFixes = true
+        b.dropProperty(model!)
+        b.markFixed(0)
         XCTAssertNil(b.propertyIndex(event: 0, .model))
         XCTAssertFalse(b.hasProperty(event: 0, name: Array("$model".utf8)))
     }
@@ -122,5 +122,84 @@ final class EventAccessTests: XCTestCase {
         m.setHitRange(1, 0 ..< 2)
         XCTAssertEqual(m.hitRange(1), 0 ..< 2)
         XCTAssertEqual(m.hitRange(0).count, 0)
+    }
+
+    /// The readers and writers stages use instead of the arenas: entries by index, property fixes, byte
+    /// compares and copies of JSON spans, scratch fragments, match hits.
+    func testStageReadersAndWritersWorkThroughTheLayer() {
+        var b = batch([
+            #"{"type":"track","event":"e","time":1763700000000,"distinct_id":"u","project":"p-q","properties":{"a\u0062":"xyz","n":390,"l":[1,"s"]}}"#,
+        ])
+        XCTAssertEqual(b.recordCount, 1)
+        XCTAssertEqual(b.record(0).partition, 3)
+        XCTAssertEqual(b.event(0).time, 1763700000000)
+        let r = b.propertyRange(0)
+        XCTAssertEqual(r.count, 3)
+        let ab = r.lowerBound, n = r.lowerBound + 1, l = r.lowerBound + 2
+        XCTAssertEqual(b.string(b.name(ofProperty: ab)), "ab", "the name decoded")
+        XCTAssertEqual(b.withBytes(of: b.value(ofProperty: ab)) { $0.string }, #""xyz""#, "the value as written")
+        XCTAssertTrue(b.jsonEqual(b.property(ab).value, #""xyz""#))
+        XCTAssertTrue(b.jsonEqual(b.property(ab).value, Array(#""xyz""#.utf8)))
+        XCTAssertFalse(b.jsonEqual(b.property(ab).value, #""xyw""#))
+        XCTAssertFalse(b.jsonEqual(b.property(ab).value, "\"xy"), "a prefix is not equal")
+        XCTAssertEqual(b.jsonByte(at: Int(b.property(n).value.start)), UInt8(ascii: "3"))
+        var copy: [UInt8] = [0x5B]
+        b.appendJSONBytes(b.property(n).value, to: &copy)
+        XCTAssertEqual(copy, Array("[390".utf8))
+
+        // Fixes: a replacement written into the scratch arena, a drop.
+        let start = b.scratchEnd
+        b.appendScratch(0x5B)
+        b.appendScratch(json: b.stringValue(ofProperty: ab).span)
+        b.appendScratch(bytesOf: Array(",9]".utf8), 1 ..< 3)
+        b.appendScratch(Array("]".utf8))
+        b.replaceProperty(l, with: Span(start, b.scratchEnd))
+        b.dropProperty(n)
+        b.markFixed(0)
+        XCTAssertTrue(b.hasFixes(0))
+        XCTAssertEqual(b.property(l).fix, .replace)
+        XCTAssertEqual(b.withBytes(of: b.value(ofProperty: l)) { $0.string }, "[xyz9]]")
+        XCTAssertFalse(b.value(ofProperty: n).isPresent, "a dropped property has no value")
+        XCTAssertNil(b.propertyIndex(event: 0, name: Array("n".utf8)))
+
+        // A fragment from a JSON string's raw content keeps its escapes.
+        let project = b.fragment("$project", jsonStringContent: b.event(0).project)
+        XCTAssertEqual(b.withScratch { $0[project].string }, #""$project":"p-q""#)
+        let escaped = b.fragment("$x", jsonStringContent: b.property(ab).name)
+        XCTAssertEqual(b.withScratch { $0[escaped].string }, #""$x":"a\u0062""#)
+
+        // Match hits: ids in the scratch arena, contents in either arena.
+        let id = b.scratchEnd
+        b.appendScratch(Array(#""r1""#.utf8))
+        let content = b.property(ab).value
+        b.hits.append(MatchHit(id: Span(id, b.scratchEnd), metric: .click, content: content))
+        b.hits.append(MatchHit(id: Span(id, b.scratchEnd), metric: .pv))
+        b.setHitRange(0, 0 ..< 2)
+        XCTAssertEqual(b.hitRange(0), 0 ..< 2)
+        XCTAssertEqual(b.hit(1).metric, .pv)
+        XCTAssertEqual(b.withBytes(of: b.id(ofHit: 0)) { $0.string }, #""r1""#)
+        XCTAssertEqual(b.withBytes(of: b.content(ofHit: 0)) { $0.jsonString }, "xyz")
+        XCTAssertFalse(b.content(ofHit: 1).isPresent)
+    }
+
+    /// What tools use to keep decoded batches and reuse copies of them: counts, room, and the arenas a kept
+    /// batch still reads.
+    func testKeptBatchReadsAsBeforeAndCountsWhatStagesAdd() {
+        var b = batch([#"{"type":"track","event":"e","time":1763700000000,"distinct_id":"u","properties":{"team":"a"}}"#])
+        XCTAssertEqual(b.addedPropertyCount, 0)
+        b.addProperty(event: 0, name: Array("n".utf8), integer: 1)
+        b.addProperty(event: 0, name: Array("m".utf8), integer: 2)
+        XCTAssertEqual(b.addedPropertyCount, 2)
+        var kept = b
+        kept.keepDecodedOnly()
+        XCTAssertEqual(kept.json.count, b.jsonCount, "the JSON arena's spare room is gone")
+        XCTAssertTrue(kept.input.isEmpty)
+        XCTAssertEqual(kept.string(kept.eventName(0)), "e")
+        XCTAssertEqual(kept.string(kept.stringValue(ofProperty: kept.propertyIndex(event: 0, name: Array("team".utf8))!)), "a")
+        kept.reserveRoom(events: 100, added: 50, scratchBytes: 1000)
+        XCTAssertGreaterThanOrEqual(kept.events.capacity, 100)
+        XCTAssertGreaterThanOrEqual(kept.added.capacity, 50)
+        XCTAssertGreaterThanOrEqual(kept.scratch.capacity, b.scratch.count + 1000)
+        XCTAssertEqual(b.json.count, kept.json.count + (b.json.count - b.jsonCount), "the original is untouched")
     }
 }

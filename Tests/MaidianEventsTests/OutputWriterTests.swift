@@ -26,13 +26,12 @@ final class OutputWriterTests: XCTestCase {
         b.addProperty(event: 1, name: "k") { JSONOut.appendInt(-3, to: &$0) }
         b.addProperty(event: 2, name: "n") { JSONOut.appendInt(Int64.max, to: &$0) }
         // Event 3: x replaced by a longer value, y dropped, z kept, and one added.
-        let lo = Int(b.events[3].firstProperty)
-        let r = b.scratch.count
-        b.scratch.append(contentsOf: Array(#""a much longer replacement value""#.utf8))
-        b.properties[lo].fix = .replace
-        b.properties[lo].replacement = Span(r, b.scratch.count)
-        b.properties[lo + 1].fix = .drop
-        b.events[3].hasFixes = true
+        let lo = b.propertyRange(3).lowerBound
+        let r = b.scratchEnd
+        b.appendScratch(Array(#""a much longer replacement value""#.utf8))
+        b.replaceProperty(lo, with: Span(r, b.scratchEnd))
+        b.dropProperty(lo + 1)
+        b.markFixed(3)
         b.addProperty(event: 3, name: "q") { $0.append(contentsOf: Array("null".utf8)) }
         b.drop(5)
 

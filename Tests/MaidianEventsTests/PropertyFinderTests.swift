@@ -44,9 +44,9 @@ final class PropertyFinderTests: XCTestCase {
         let f = PropertyFinder(names)
         XCTAssertEqual(found(f, b, 0), expected(b, 0, names))
         let s = b.propertyIndex(event: 0, name: Array("$screen_name".utf8))!, t = b.propertyIndex(event: 0, name: Array("team".utf8))!
-        b.properties[s].fix = .drop
-        b.properties[t].fix = .drop
-        b.events[0].hasFixes = true
+        b.dropProperty(s)
+        b.dropProperty(t)
+        b.markFixed(0)
         XCTAssertEqual(found(f, b, 0), [-1, -1])
         XCTAssertEqual(expected(b, 0, names), [-1, -1])
     }

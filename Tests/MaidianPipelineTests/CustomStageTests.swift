@@ -21,20 +21,17 @@ private final class DropEventsStage: Stage {
     static let kind = "drop_events"
     static let summary = "drops events by name"
 
-    let names: [[UInt8]]
+    let names: TextSet
     let matched: StageCounter
 
     init(config: Config, context: StageContext) throws {
-        names = config.events.map { Array($0.utf8) }
+        names = TextSet(config.events)
         matched = context.counter("matched")
     }
 
     func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
-        for i in 0..<batch.events.count {
-            let ev = batch.events[i]
-            guard ev.status == .live, ev.type.isTrack, ev.eventName.isPresent else { continue }
-            let name = batch.json[Int(ev.eventName.start)..<Int(ev.eventName.end)]
-            if names.contains(where: { $0.elementsEqual(name) }) {
+        for i in 0..<batch.eventCount where batch.isLiveTrack(i) {
+            if batch.index(of: batch.eventName(i), in: names) != nil {
                 batch.drop(i)
                 matched.add()
             }

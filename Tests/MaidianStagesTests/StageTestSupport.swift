@@ -97,7 +97,7 @@ final class StageHarness {
     func run(_ records: [TestRecord]) throws -> Result {
         try feed(records)
         var result = Result()
-        result.events = batch.events
+        result.events = (0..<batch.eventCount).map { batch.event($0) }
         let enrichedTopic = output.topicIndex("events.enriched")
         for (i, m) in output.messages.enumerated() {
             let raw = output.valueString(i)

@@ -26,7 +26,7 @@ final class RuleSetGeneratorTests: XCTestCase {
                 }
             }
             decoder.decodeAll(&batch)
-            for e in batch.events.indices {
+            for e in 0..<batch.eventCount {
                 let (role, facts) = EventFacts.read(batch, event: e)
                 if role != .other { out.append((role, facts)) }
             }

@@ -104,7 +104,7 @@ final class RulesReportTests: XCTestCase {
             }
         }
         try test.process(&batch)
-        let added = String(decoding: batch.scratch, as: UTF8.self)
+        let added = batch.withScratch { $0.string }
         XCTAssertFalse(added.contains("\"$project\""), "record_presets, after match, did not run")
         return test.result
     }
