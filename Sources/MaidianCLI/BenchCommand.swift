@@ -25,7 +25,9 @@ struct BenchCommand: ParsableCommand {
 
     func run() throws {
         let logger = global.makeLogger("maidian.bench")
-        let (spec, engine) = try loadPipeline(pipeline, logger: logger)
+        // Processing time stands still: outputs (and the digest) depend on the recording alone, not on how
+        // fast this machine runs the stages (a debug build, a loaded machine).
+        let (spec, engine) = try loadPipeline(pipeline, logger: logger, clock: .frozen())
         let batch = self.batch ?? spec.source.maxBatch
         let loadStart = ContinuousClock.now
         let records = Bench.prepare(try Recording.read(path: recording), partitions: Int32(partitions))
@@ -33,14 +35,14 @@ struct BenchCommand: ParsableCommand {
         var result = try Bench.run(engine: engine, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
         var reported = engine
         for _ in 1..<max(runs, 1) {
-            let fresh = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+            let fresh = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger, clock: .frozen())
             let r = try Bench.run(engine: fresh, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
             if r.cpuSeconds < result.cpuSeconds { result = r; reported = fresh }
         }
         var mergeTime: Duration?
         if stageTimes {
             // A separate run: the clock reads must not touch the figures above.
-            let timed = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+            let timed = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger, clock: .frozen())
             timed.measureTime = true
             let r = try Bench.run(engine: timed, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
             reported = timed
@@ -62,7 +64,7 @@ struct BenchCommand: ParsableCommand {
             }
         }
         if digest {
-            let fresh = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+            let fresh = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger, clock: .frozen())
             let d = try Bench.outputDigest(engine: fresh, records: records, topic: spec.source.topic, batchSize: batch, merge: !noMerge)
             print("output digest: " + String(d, radix: 16))
         }

@@ -78,7 +78,7 @@ struct BenchMatchCommand: ParsableCommand {
             reportPipelineError(error)
             throw ExitCode(1)
         }
-        let engine = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger)
+        let engine = try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger, clock: .frozen())
         let loadStart = ContinuousClock.now
         let records = Bench.prepare(try Recording.read(path: recording))
         var batches: [EventBatch] = []

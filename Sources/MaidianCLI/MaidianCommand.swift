@@ -103,15 +103,16 @@ enum LoggingBootstrap {
 }
 
 /// Reads a pipeline file and builds its engine, so configuration errors show before anything connects;
-/// on an error prints it (`reportPipelineError`) and exits 1.
-func loadPipeline(_ path: String, logger: Logger) throws -> (PipelineSpec, PipelineEngine) {
+/// on an error prints it (`reportPipelineError`) and exits 1. `clock`: the stages' processing time
+/// (`ProcessingClock.frozen()` for offline runs over a recording).
+func loadPipeline(_ path: String, logger: Logger, clock: ProcessingClock = .live) throws -> (PipelineSpec, PipelineEngine) {
     do {
         let spec = try PipelineSpec.load(path: path)
         try spec.requireOutputs()
         let checker = PipelineCheck(registry: stageRegistry, logger: logger, kafkaProperty: kafkaPropertyProblem)
         // librdkafka would reject these only once a client starts, without saying where they are written.
         if let error = PipelineErrors.combined(checker.kafkaErrors(spec)) { throw error }
-        return (spec, try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger))
+        return (spec, try PipelineEngine(spec: spec, registry: stageRegistry, logger: logger, clock: clock))
     } catch {
         reportPipelineError(error)
         throw ExitCode(1)

@@ -73,8 +73,9 @@ public final class PipelineEngine {
         return e
     }
 
-    /// Builds every stage of the spec. Errors carry the stage's YAML location.
-    public init(spec: PipelineSpec, registry: StageRegistry, logger: Logger) throws {
+    /// Builds every stage of the spec. Errors carry the stage's YAML location. `clock`: where the stages read
+    /// processing time (`ProcessingClock.frozen()` for offline runs over a recording).
+    public init(spec: PipelineSpec, registry: StageRegistry, logger: Logger, clock: ProcessingClock = .live) throws {
         self.spec = spec
         self.logger = logger
         self.decoder = RecordDecoder(limits: spec.source.limits)
@@ -94,7 +95,7 @@ public final class PipelineEngine {
             }
             var stageLogger = logger
             stageLogger[metadataKey: "stage"] = "\(s.kind)"
-            let context = StageContext(logger: stageLogger, baseDirectory: spec.baseDirectory, position: "\(i)", roles: spec.roles)
+            let context = StageContext(logger: stageLogger, baseDirectory: spec.baseDirectory, position: "\(i)", roles: spec.roles, clock: clock)
             do {
                 let stage = try factory.build(s.node, context: context)
                 // One internal topic and one merger per pipeline: a second repartitioning stage would run but

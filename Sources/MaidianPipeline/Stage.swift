@@ -127,6 +127,25 @@ public final class StageCounter: Sendable {
     @inline(__always) public func set(_ n: Int) { storage.store(n, ordering: .relaxed) }
 }
 
+/// Where stages read processing time: wall-time throttles (`late_flush`), idle detection (`idle_timeout`),
+/// timed health checks. A worker's runs on the wall clock; an offline run over a recording (`maidian bench`,
+/// `maidian test`, `rules test`) on a clock that stands still, so that its outputs depend on its input alone
+/// and not on how fast the machine is: nothing wall-timed fires during the run, and what it would have
+/// written comes at the end of the input, as in a run shorter than every such period.
+public struct ProcessingClock: Sendable {
+    @usableFromInline let frozenAt: ContinuousClock.Instant?
+
+    /// The wall clock (a worker).
+    public static var live: ProcessingClock { ProcessingClock(frozenAt: nil) }
+    /// A clock that stands still at the moment it is made (an offline run).
+    public static func frozen() -> ProcessingClock { ProcessingClock(frozenAt: .now) }
+
+    /// Whether this clock stands still.
+    public var isFrozen: Bool { frozenAt != nil }
+    /// The current processing time.
+    @inlinable public var now: ContinuousClock.Instant { frozenAt ?? ContinuousClock.now }
+}
+
 /// What a stage gets when it is built.
 public final class StageContext {
     /// The pipeline's logger, with the stage's kind as metadata.
@@ -140,12 +159,16 @@ public final class StageContext {
     /// The pipeline's `roles:` (which event names are page views, leaves, clicks, ...): every stage that
     /// cares takes them from here, none has its own.
     public let roles: EventRoles
+    /// Where the stage reads processing time (never `ContinuousClock.now` directly: an offline run's
+    /// outputs must not depend on the machine's speed).
+    public let clock: ProcessingClock
 
-    public init(logger: Logger, baseDirectory: String, position: String, roles: EventRoles = EventRoles()) {
+    public init(logger: Logger, baseDirectory: String, position: String, roles: EventRoles = EventRoles(), clock: ProcessingClock = .live) {
         self.logger = logger
         self.baseDirectory = baseDirectory
         self.position = position
         self.roles = roles
+        self.clock = clock
     }
 
     /// Registers a named counter (reported as `<kind>.<name>`; metrics: `maidian_<kind>_<name>_total`).

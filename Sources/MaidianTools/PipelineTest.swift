@@ -194,7 +194,7 @@ public struct PipelineTestRunner {
     }
 
     func run(_ test: PipelineTestCase, spec: PipelineSpec, partitions: Int) throws -> Outcome {
-        let engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
+        let engine = try PipelineEngine(spec: spec, registry: registry, logger: logger, clock: .frozen())
         let source = Bench.prepare(test.input.flatMap(\.records), partitions: Int32(partitions))
         var received: [String: [String]] = [:]
         _ = try Bench.run(engine: engine, records: source, topic: spec.source.topic, batchSize: spec.source.maxBatch, merge: true) { _, out in

@@ -54,7 +54,7 @@ public final class RulesTestRun {
         var before = spec
         before.stages = Array(spec.stages[..<m])
         before.outputs = []
-        engine = try PipelineEngine(spec: before, registry: registry, logger: logger)
+        engine = try PipelineEngine(spec: before, registry: registry, logger: logger, clock: .frozen())
         var config = try spec.stages[m].node.decode(MatchStage.Config.self, ignoringKeys: ["kind"])
         config.rules = rules
         config.reload = false
