@@ -45,6 +45,12 @@ final class WindowsProcessor {
     @exclusivity(unchecked) var libMemoValue: [UInt8]?
     @exclusivity(unchecked) var lateEvents: [Int32] = []
     @exclusivity(unchecked) var tooLateEvents: [Int32] = []
+    /// Events taken off the heap to be paired (`drain`).
+    @exclusivity(unchecked) var drained: [PendingEvent] = []
+    /// Hash64 of each record's key, by record (`warm`).
+    @exclusivity(unchecked) var keyHashes: [UInt64] = []
+    /// What the warming loops read, kept so that their reads are not optimized away.
+    @exclusivity(unchecked) var warmSink = 0
     /// Hash64 of the current record's key, and whether one of its events was that install's (see `process`).
     @exclusivity(unchecked) var recordKey: UInt64 = 0
     @exclusivity(unchecked) var recordKeyTaken = false
@@ -71,6 +77,7 @@ final class WindowsProcessor {
         tooLateEvents.removeAll(keepingCapacity: true)
         // Counting and queueing only read the batch; late events are marked after.
         batch.withView { v in
+            warm(v, state: state)
             // Consecutive records mostly share a partition: its state is kept at hand.
             var lastPartition: Int32 = -1
             var lastState: PartitionWindows?
@@ -103,7 +110,7 @@ final class WindowsProcessor {
                 // (`take` then made the same update): nothing reads `lastReceived` or forgets installs meanwhile.
                 let hasKey = rec.key.isPresent && rec.key.count > 0
                 if hasKey {
-                    recordKey = v.inputBytes(rec.key).hash
+                    recordKey = keyHashes[r]
                     recordKeyTaken = false
                 }
                 // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
@@ -126,9 +133,7 @@ final class WindowsProcessor {
                         // the same order whichever batches the records came in (a re-read after a takeover).
                         if !drained {
                             drained = true
-                            while let time = st.pending.topTime, time <= watermark {
-                                apply(st.pending.pop()!, st, record: st.ownerRecord, output: &output)
-                            }
+                            drain(st, upTo: watermark, record: st.ownerRecord, output: &output)
                         }
                         st.recordWatermark = watermark
                         take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: true, output: &output)
@@ -144,18 +149,63 @@ final class WindowsProcessor {
             }
         }
         for i in lateEvents {
-            batch.events[Int(i)].flags |= EventFlag.late
+            batch.setFlag(Int(i), EventFlag.late)
             batch.addProperty(event: Int(i), name: "$late") { JSONOut.appendRaw("true", to: &$0) }
             lateCounter.add()
         }
         for i in tooLateEvents {
-            batch.events[Int(i)].flags |= EventFlag.tooLate
+            batch.setFlag(Int(i), EventFlag.tooLate)
             tooLateCounter.add()
         }
         for st in touched {
             advance(st, final: false, record: st.ownerRecord, output: &output)
             st.lastRecord = -1
         }
+    }
+
+    /// Reads, for the whole batch, what the per-event work then looks up at random: each record's key (hashed
+    /// into `keyHashes`) and the install state of its events and of its key. A loop that only reads has no read
+    /// wait for another, so their cache misses overlap; interleaved with the per-event work, each would be
+    /// waited for in turn. Changes nothing but `keyHashes` (the partitions it asks `state` for are the ones the
+    /// batch's records then use).
+    private func warm(_ v: BatchView, state: (Int32) -> PartitionWindows) {
+        if keyHashes.count < v.recordCount { keyHashes = Array(repeating: 0, count: v.recordCount) }
+        var sink = 0
+        var lastPartition: Int32 = -1
+        var lastState: PartitionWindows?
+        for r in 0..<v.recordCount {
+            let rec = v.record(r)
+            guard rec.status != .dropped, rec.eventCount > 0 else { continue }
+            let st: PartitionWindows
+            if let s = lastState, rec.partition == lastPartition { st = s } else {
+                st = state(rec.partition)
+                lastPartition = rec.partition
+                lastState = st
+            }
+            @inline(__always) func touch(_ install: UInt64) {
+                if let u = st.userByHash.get(install) {
+                    sink &+= Int(truncatingIfNeeded: st.users[Int(u)].idHash) &+ Int(truncatingIfNeeded: st.lastTimes[Int(u)])
+                }
+            }
+            if rec.key.isPresent && rec.key.count > 0 {
+                let h = v.inputBytes(rec.key).hash
+                keyHashes[r] = h
+                touch(h)
+            }
+            var lastInstall: UInt64 = 0
+            for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
+                let ev = v.event(i)
+                guard ev.status == .live, ev.type.isTrack else { continue }
+                // The install `take` will look up (for an escaped `distinct_id`, which `take` decodes, a wrong guess
+                // costs one read).
+                let install = ev.anonymousIDHash != 0 ? ev.anonymousIDHash : ev.distinctIDHash
+                // The events of one upload are mostly one install's.
+                if install == 0 || install == lastInstall { continue }
+                lastInstall = install
+                touch(install)
+            }
+        }
+        warmSink &+= sink
     }
 
     /// Counts one event and queues it for pairing and trails.
