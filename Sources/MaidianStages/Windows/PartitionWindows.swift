@@ -145,59 +145,104 @@ extension PendingEvent {
     @inline(__always) var offset: Int64 { seq >> Self.indexBits }
 }
 
-/// A min-heap by (time, arrival).
+/// A min-heap by (time, arrival). The heap holds only the order and a slot number (24 bytes an entry): a sift
+/// moves those, not the 56-byte events, which stay put in `slots` from push to pop.
 struct PendingHeap {
-    private(set) var items: [PendingEvent] = []
+    private struct Entry {
+        var time: Int64
+        var seq: Int64
+        var slot: Int32
+    }
 
-    var isEmpty: Bool { items.isEmpty }
-    var count: Int { items.count }
+    private var heap: [Entry] = []
+    /// The events by slot; a popped event's slot is reused (`free`).
+    private var slots: [PendingEvent] = []
+    private var free: [Int32] = []
 
-    @inline(__always) private static func less(_ a: PendingEvent, _ b: PendingEvent) -> Bool {
+    var isEmpty: Bool { heap.isEmpty }
+    var count: Int { heap.count }
+
+    @inline(__always) private static func less(_ a: Entry, _ b: Entry) -> Bool {
         a.time < b.time || (a.time == b.time && a.seq < b.seq)
     }
 
     /// The time of the first event, or nil.
-    @inline(__always) var topTime: Int64? { items.first?.time }
+    @inline(__always) var topTime: Int64? { heap.first?.time }
 
     mutating func push(_ e: PendingEvent) {
-        items.append(e)
-        // Sift up with a hole: parents move down, `e` is written once.
-        var i = items.count - 1
+        let slot: Int32
+        if let f = free.popLast() {
+            slot = f
+            slots[Int(f)] = e
+        } else {
+            slot = Int32(slots.count)
+            slots.append(e)
+        }
+        let entry = Entry(time: e.time, seq: e.seq, slot: slot)
+        heap.append(entry)
+        // Sift up with a hole: parents move down, `entry` is written once.
+        var i = heap.count - 1
         while i > 0 {
             let parent = (i - 1) / 2
-            if !Self.less(e, items[parent]) { break }
-            items[i] = items[parent]
+            if !Self.less(entry, heap[parent]) { break }
+            heap[i] = heap[parent]
             i = parent
         }
-        items[i] = e
+        heap[i] = entry
     }
 
-    /// Changes every item in place (the heap order does not depend on what `body` may change).
+    /// Changes every queued event in place (the heap order does not depend on what `body` may change).
     mutating func update(_ body: (inout PendingEvent) -> Void) {
-        for i in items.indices { body(&items[i]) }
+        for k in heap.indices { body(&slots[Int(heap[k].slot)]) }
+    }
+
+    /// Removes the first entry and returns its slot (the heap is not empty).
+    @inline(__always)
+    private mutating func popSlot() -> Int32 {
+        let first = heap[0].slot
+        let last = heap.removeLast()
+        let n = heap.count
+        if n > 0 {
+            heap.withUnsafeMutableBufferPointer { h in
+                // Bottom-up: the hole goes down to a leaf by the smaller child (one comparison a level, and the
+                // loop's end is predictable), then `last`, which belongs near the bottom, goes up from there. Keys
+                // are distinct (an arrival is a record offset and an event index, and records hold far fewer than
+                // 2^20 events: `maxEventsPerRecord`), so events come out in the same order as by sifting `last` down.
+                var i = 0
+                while true {
+                    let l = 2 &* i &+ 1
+                    if l >= n { break }
+                    var m = l
+                    if l &+ 1 < n && Self.less(h[l &+ 1], h[l]) { m = l &+ 1 }
+                    h[i] = h[m]
+                    i = m
+                }
+                while i > 0 {
+                    let parent = (i &- 1) / 2
+                    if !Self.less(last, h[parent]) { break }
+                    h[i] = h[parent]
+                    i = parent
+                }
+                h[i] = last
+            }
+        }
+        free.append(first)
+        return first
     }
 
     mutating func pop() -> PendingEvent? {
-        guard !items.isEmpty else { return nil }
-        let first = items[0]
-        let last = items.removeLast()
-        if !items.isEmpty {
-            // Sift down with a hole.
-            let n = items.count
-            var i = 0
-            while true {
-                let l = 2 * i + 1
-                if l >= n { break }
-                var m = l
-                let r = l + 1
-                if r < n && Self.less(items[r], items[l]) { m = r }
-                if !Self.less(items[m], last) { break }
-                items[i] = items[m]
-                i = m
-            }
-            items[i] = last
-        }
-        return first
+        guard !heap.isEmpty else { return nil }
+        return slots[Int(popSlot())]
+    }
+
+    /// Pops, in order, every event at or before `time` into `out` (appended). The slots are found first, then
+    /// the events read: an event waited in its slot since it was queued (out of the caches by now), and these
+    /// reads, independent of one another, overlap their cache misses.
+    mutating func pop(upTo time: Int64, into out: inout [PendingEvent]) {
+        let first = free.count
+        while let t = heap.first?.time, t <= time { _ = popSlot() }
+        out.reserveCapacity(out.count + free.count - first)
+        for k in first..<free.count { out.append(slots[Int(free[k])]) }
     }
 }
 

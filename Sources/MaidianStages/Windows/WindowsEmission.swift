@@ -11,7 +11,7 @@ extension WindowsProcessor {
         }
         let watermark = st.maxTime.map { saturatingSub($0, settings.lateness) }
         if final {
-            while let e = st.pending.pop() { apply(e, st, record: record, output: &output) }
+            drain(st, upTo: .max, record: record, output: &output)
             if let watermark { sweep(st, watermark: watermark, record: record, output: &output) }
             closeAll(st, by: "end_of_input", record: record, output: &output)
             emitter.flushLate(st, record: record, output: &output)
@@ -20,9 +20,7 @@ extension WindowsProcessor {
             return
         }
         guard let watermark else { return }
-        while let time = st.pending.topTime, time <= watermark {
-            apply(st.pending.pop()!, st, record: record, output: &output)
-        }
+        drain(st, upTo: watermark, record: record, output: &output)
         if st.hasLate { emitter.flushLate(st, record: record, output: &output) }
         let bucket = alignedStart(watermark, every: Self.sweepEvery)
         if bucket > st.lastSweep {
@@ -37,6 +35,24 @@ extension WindowsProcessor {
         if st.progressSent == .min || floorDiv(watermark, settings.progressEvery) > floorDiv(st.progressSent, settings.progressEvery) {
             emitter.sendProgress(st, watermark, idle: false, record: record, output: &output)
         }
+    }
+
+    /// Pairs the queued events at or before `time`, in event-time order. They are taken off the heap first
+    /// (pairing never queues), then each one's install state is read in one loop before any is paired: the
+    /// installs are scattered in memory and those reads, with no wait for one another, overlap their cache
+    /// misses, where pairing would wait for each in turn.
+    func drain(_ st: PartitionWindows, upTo time: Int64, record: Int32, output: inout OutputBuffer) {
+        guard let top = st.pending.topTime, top <= time else { return }
+        drained.removeAll(keepingCapacity: true)
+        st.pending.pop(upTo: time, into: &drained)
+        var sink = 0
+        st.users.withUnsafeBufferPointer { users in
+            for e in drained {
+                sink &+= users[Int(e.user)].visits.count &+ users[Int(e.user)].trail.count
+            }
+        }
+        warmSink &+= sink
+        for e in drained { apply(e, st, record: record, output: &output) }
     }
 
     /// How often (in watermark time) visits are swept for timeouts: the default window, so that the sweeps of

@@ -45,6 +45,14 @@ final class WindowsProcessor {
     @exclusivity(unchecked) var libMemoValue: [UInt8]?
     @exclusivity(unchecked) var lateEvents: [Int32] = []
     @exclusivity(unchecked) var tooLateEvents: [Int32] = []
+    /// Events taken off the heap to be paired (`drain`).
+    @exclusivity(unchecked) var drained: [PendingEvent] = []
+    /// Hash64 of each record's key, by record (`warm`).
+    @exclusivity(unchecked) var keyHashes: [UInt64] = []
+    /// What the warming loops read, kept so that their reads are not optimized away.
+    @exclusivity(unchecked) var warmSink = 0
+    /// The batch's partition states by partition number (`batchState`).
+    @exclusivity(unchecked) var batchStates: [PartitionWindows?] = []
     /// Hash64 of the current record's key, and whether one of its events was that install's (see `process`).
     @exclusivity(unchecked) var recordKey: UInt64 = 0
     @exclusivity(unchecked) var recordKeyTaken = false
@@ -71,91 +79,147 @@ final class WindowsProcessor {
         tooLateEvents.removeAll(keepingCapacity: true)
         // Counting and queueing only read the batch; late events are marked after.
         batch.withView { v in
-            // Consecutive records mostly share a partition: its state is kept at hand.
-            var lastPartition: Int32 = -1
-            var lastState: PartitionWindows?
+            warm(v, state: state)
             for r in 0..<v.recordCount {
                 let rec = v.record(r)
                 guard rec.status != .dropped else { continue }
-                let st: PartitionWindows
-                if let s = lastState, rec.partition == lastPartition { st = s } else {
-                    st = state(rec.partition)
-                    lastPartition = rec.partition
-                    lastState = st
-                }
-                // `lastRecord` is -1 until the partition's first record in this batch.
-                if st.lastRecord < 0 { touched.append(st) }
-                // What re-read records complete is written (and not produced again) before later records count.
-                if !rec.replay && st.lastRecord >= 0 && v.record(Int(st.lastRecord)).replay {
-                    advance(st, final: false, record: st.lastRecord, output: &output)
-                    st.ownerRecord = Int32(r)
-                }
-                if st.lastRecord < 0 { st.ownerRecord = Int32(r) }
-                st.lastRecord = Int32(r)
-                st.lastInput = now
-                guard rec.eventCount > 0 else { continue }
-                let received = rec.hasReceivedAt ? rec.receivedAt : rec.timestamp
-                if received > st.collectorNow { st.collectorNow = received }
-                // Rounded up: an install counts as silent only once it surely is.
-                let receivedSeconds = UInt32(clamping: received / 1000 + (received % 1000 > 0 ? 1 : 0))
-                // Any upload of an install tells it is not silent: its key is its anonymous id (wire format §1).
-                // The install is looked up after the record's events, only when none of them was the key's install
-                // (`take` then made the same update): nothing reads `lastReceived` or forgets installs meanwhile.
-                let hasKey = rec.key.isPresent && rec.key.count > 0
-                if hasKey {
-                    recordKey = v.inputBytes(rec.key).hash
-                    recordKeyTaken = false
-                }
-                // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
-                let watermark = st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min
-                let tooLate = saturatingSub(watermark, settings.allowedLateness)
-                var newest = st.maxTime
-                var drained = false
-                for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
-                    let ev = v.event(i)
-                    guard ev.status == .live, ev.type.isTrack else { continue }
-                    if newest.map({ ev.time > $0 }) ?? true { newest = ev.time }
-                    if ev.time < watermark {
-                        lateEvents.append(Int32(i))
-                        // Too late: marked and counted, nothing else (wire format §5).
-                        if ev.time < tooLate {
-                            tooLateEvents.append(Int32(i))
-                            continue
-                        }
-                        // A late event is paired at once, after whatever the watermark at its record has passed:
-                        // the same order whichever batches the records came in (a re-read after a takeover).
-                        if !drained {
-                            drained = true
-                            while let time = st.pending.topTime, time <= watermark {
-                                apply(st.pending.pop()!, st, record: st.ownerRecord, output: &output)
-                            }
-                        }
-                        st.recordWatermark = watermark
-                        take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: true, output: &output)
-                        st.recordWatermark = .min
-                        continue
-                    }
-                    take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: false, output: &output)
-                }
-                st.maxTime = newest
-                if hasKey && !recordKeyTaken, let u = st.userByHash.get(recordKey), st.users[Int(u)].lastReceived < receivedSeconds {
-                    st.users[Int(u)].lastReceived = receivedSeconds
-                }
+                processRecord(v, r, rec, batchState(rec.partition, state), now: now, touched: &touched, output: &output)
             }
         }
         for i in lateEvents {
-            batch.events[Int(i)].flags |= EventFlag.late
+            batch.setFlag(Int(i), EventFlag.late)
             batch.addProperty(event: Int(i), name: "$late") { JSONOut.appendRaw("true", to: &$0) }
             lateCounter.add()
         }
         for i in tooLateEvents {
-            batch.events[Int(i)].flags |= EventFlag.tooLate
+            batch.setFlag(Int(i), EventFlag.tooLate)
             tooLateCounter.add()
         }
         for st in touched {
             advance(st, final: false, record: st.ownerRecord, output: &output)
             st.lastRecord = -1
         }
+        for i in batchStates.indices { batchStates[i] = nil }
+    }
+
+    /// One record that is not dropped, of the partition whose state is `st`.
+    @inline(__always)
+    private func processRecord(_ v: BatchView, _ r: Int, _ rec: InputRecord, _ st: PartitionWindows, now: ContinuousClock.Instant,
+                               touched: inout [PartitionWindows], output: inout OutputBuffer) {
+        // `lastRecord` is -1 until the partition's first record in this batch.
+        if st.lastRecord < 0 { touched.append(st) }
+        // What re-read records complete is written (and not produced again) before later records count.
+        if !rec.replay && st.lastRecord >= 0 && v.record(Int(st.lastRecord)).replay {
+            advance(st, final: false, record: st.lastRecord, output: &output)
+            st.ownerRecord = Int32(r)
+        }
+        if st.lastRecord < 0 { st.ownerRecord = Int32(r) }
+        st.lastRecord = Int32(r)
+        st.lastInput = now
+        guard rec.eventCount > 0 else { return }
+        let received = rec.hasReceivedAt ? rec.receivedAt : rec.timestamp
+        if received > st.collectorNow { st.collectorNow = received }
+        // Rounded up: an install counts as silent only once it surely is.
+        let receivedSeconds = UInt32(clamping: received / 1000 + (received % 1000 > 0 ? 1 : 0))
+        // Any upload of an install tells it is not silent: its key is its anonymous id (wire format §1).
+        // The install is looked up after the record's events, only when none of them was the key's install
+        // (`take` then made the same update): nothing reads `lastReceived` or forgets installs meanwhile.
+        let hasKey = rec.key.isPresent && rec.key.count > 0
+        if hasKey {
+            recordKey = keyHashes[r]
+            recordKeyTaken = false
+        }
+        // Lateness is judged per record (one upload arrives at once) against the partition's watermark.
+        let watermark = st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min
+        let tooLate = saturatingSub(watermark, settings.allowedLateness)
+        var newest = st.maxTime
+        var drained = false
+        for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
+            let ev = v.event(i)
+            guard ev.status == .live, ev.type.isTrack else { continue }
+            if newest.map({ ev.time > $0 }) ?? true { newest = ev.time }
+            if ev.time < watermark {
+                lateEvents.append(Int32(i))
+                // Too late: marked and counted, nothing else (wire format §5).
+                if ev.time < tooLate {
+                    tooLateEvents.append(Int32(i))
+                    continue
+                }
+                // A late event is paired at once, after whatever the watermark at its record has passed:
+                // the same order whichever batches the records came in (a re-read after a takeover).
+                if !drained {
+                    drained = true
+                    drain(st, upTo: watermark, record: st.ownerRecord, output: &output)
+                }
+                st.recordWatermark = watermark
+                take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: true, output: &output)
+                st.recordWatermark = .min
+                continue
+            }
+            take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: false, output: &output)
+        }
+        st.maxTime = newest
+        if hasKey && !recordKeyTaken, let u = st.userByHash.get(recordKey), st.users[Int(u)].lastReceived < receivedSeconds {
+            st.users[Int(u)].lastReceived = receivedSeconds
+        }
+    }
+
+    /// The state of source partition `p` for this batch: `state`'s answer, kept by partition number until the
+    /// batch ends (the stage may drop or restore partitions between batches). Records of several partitions
+    /// come interleaved; this spares a dictionary look-up per record.
+    @inline(__always)
+    private func batchState(_ p: Int32, _ state: (Int32) -> PartitionWindows) -> PartitionWindows {
+        if p >= 0 && Int(p) < batchStates.count, let s = batchStates[Int(p)] { return s }
+        return firstBatchState(p, state)
+    }
+
+    @inline(never)
+    private func firstBatchState(_ p: Int32, _ state: (Int32) -> PartitionWindows) -> PartitionWindows {
+        let s = state(p)
+        // Kafka numbers partitions from 0; an unusually large number is looked up each time (`state` keeps it).
+        if p >= 0 && p < 4096 {
+            if Int(p) >= batchStates.count { batchStates.append(contentsOf: repeatElement(nil, count: Int(p) + 1 - batchStates.count)) }
+            batchStates[Int(p)] = s
+        }
+        return s
+    }
+
+    /// Reads, for the whole batch, what the per-event work then looks up at random: each record's key (hashed
+    /// into `keyHashes`) and the install state of its events and of its key. A loop that only reads has no read
+    /// wait for another, so their cache misses overlap; interleaved with the per-event work, each would be
+    /// waited for in turn. Changes nothing but `keyHashes` (the partitions it asks `state` for are the ones the
+    /// batch's records then use).
+    private func warm(_ v: BatchView, state: (Int32) -> PartitionWindows) {
+        if keyHashes.count < v.recordCount { keyHashes = Array(repeating: 0, count: v.recordCount) }
+        var sink = 0
+        for r in 0..<v.recordCount {
+            let rec = v.record(r)
+            guard rec.status != .dropped, rec.eventCount > 0 else { continue }
+            let st = batchState(rec.partition, state)
+            @inline(__always) func touch(_ install: UInt64) {
+                if let u = st.userByHash.get(install) {
+                    sink &+= Int(truncatingIfNeeded: st.users[Int(u)].idHash) &+ Int(truncatingIfNeeded: st.lastTimes[Int(u)])
+                }
+            }
+            if rec.key.isPresent && rec.key.count > 0 {
+                let h = v.inputBytes(rec.key).hash
+                keyHashes[r] = h
+                touch(h)
+            }
+            var lastInstall: UInt64 = 0
+            for i in Int(rec.firstEvent)..<Int(rec.firstEvent + rec.eventCount) {
+                let ev = v.event(i)
+                guard ev.status == .live, ev.type.isTrack else { continue }
+                // The install `take` will look up (for an escaped `distinct_id`, which `take` decodes, a wrong guess
+                // costs one read).
+                let install = ev.anonymousIDHash != 0 ? ev.anonymousIDHash : ev.distinctIDHash
+                // The events of one upload are mostly one install's.
+                if install == 0 || install == lastInstall { continue }
+                lastInstall = install
+                touch(install)
+            }
+        }
+        warmSink &+= sink
     }
 
     /// Counts one event and queues it for pairing and trails.
