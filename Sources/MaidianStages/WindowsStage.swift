@@ -170,6 +170,8 @@ public final class WindowsStage: Stage, Repartitioning {
 
     let config: Config
     let logger: Logger
+    /// Processing time (`StageContext.clock`): idle partitions.
+    let clock: ProcessingClock
     /// The stage's constants (see `WindowsSettings`).
     let settings: WindowsSettings
 
@@ -197,10 +199,12 @@ public final class WindowsStage: Stage, Repartitioning {
             ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
         let late = context.counter("late"), tooLate = context.counter("too_late"), orphans = context.counter("orphan_leaves")
         emitter = WindowsEmitter(catalog: catalog, settings: settings, config: config, context: context)
-        processor = WindowsProcessor(catalog: catalog, settings: settings, emitter: emitter, late: late, tooLate: tooLate, orphans: orphans)
+        clock = context.clock
+        processor = WindowsProcessor(catalog: catalog, settings: settings, emitter: emitter, late: late, tooLate: tooLate, orphans: orphans,
+                                     clock: context.clock)
         windowMerger = WindowMerger(sizes: config.sizes.enumerated().map { ($0.offset == 0 ? 0 : $0.element.window.milliseconds, $0.element.countsTopic) },
                                     allowedLateness: config.allowedLateness.milliseconds,
-                                    lateFlush: .milliseconds(config.lateFlush.milliseconds), logger: context.logger)
+                                    lateFlush: .milliseconds(config.lateFlush.milliseconds), clock: context.clock, logger: context.logger)
     }
 
     public func connect(partialsTopic: String, partialsPartitions: Int32, sourcePartitions: Int32) {
@@ -218,7 +222,7 @@ public final class WindowsStage: Stage, Repartitioning {
     public var outputTopics: [String] { config.sizes.map(\.countsTopic) + [config.dwellTopic, config.trailsTopic] }
 
     public func restore(partition: Int32, maxEventTime: Int64?) {
-        let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: settings.windows)
+        let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: settings.windows, now: clock.now)
         // The previous owner had closed the windows the watermark passed: late events for them are deltas.
         if let maxEventTime { st.closedUpTo = saturatingSub(maxEventTime, settings.lateness) }
         partitions[partition] = st
@@ -231,7 +235,7 @@ public final class WindowsStage: Stage, Repartitioning {
 
     func state(_ p: Int32) -> PartitionWindows {
         if let s = partitions[p] { return s }
-        let s = PartitionWindows(partition: p, maxTime: nil, windows: settings.windows)
+        let s = PartitionWindows(partition: p, maxTime: nil, windows: settings.windows, now: clock.now)
         partitions[p] = s
         return s
     }
@@ -256,7 +260,7 @@ public final class WindowsStage: Stage, Repartitioning {
     public func tick(held: [Int32], output: inout OutputBuffer) {
         emitter.wire(&output)
         self.held = held
-        let now = ContinuousClock.now
+        let now = clock.now
         let idle = Duration.milliseconds(config.idleTimeout.milliseconds)
         for p in held {
             let st = state(p)

@@ -20,8 +20,9 @@ final class WindowMergerTests: XCTestCase {
         var written: [(key: String, value: [String: Any], record: Int32)] = []
 
         /// `allowedLateness` 0: written windows are not kept (the merger as it was before late events).
-        init(sources: Int32, allowedLateness: Int64 = 0, lateFlush: Duration = .zero) {
-            merger = WindowMerger(countsTopic: "metrics.counts", allowedLateness: allowedLateness, lateFlush: lateFlush, logger: Logger(label: "test"))
+        init(sources: Int32, allowedLateness: Int64 = 0, lateFlush: Duration = .zero, clock: ProcessingClock = .live) {
+            merger = WindowMerger(countsTopic: "metrics.counts", allowedLateness: allowedLateness, lateFlush: lateFlush, clock: clock,
+                                  logger: Logger(label: "test"))
             merger.sourcePartitions = sources
         }
 
@@ -289,6 +290,28 @@ final class WindowMergerTests: XCTestCase {
         f.progress(0, .max)
         XCTAssertEqual(try f.flush().map { int($0.value["count"]) }, [3], "the end of the input writes every change")
         XCTAssertTrue(f.merger.isComplete(partition: 0))
+    }
+
+    /// On a frozen processing clock (offline runs: bench, pipeline tests) the late flush never passes, however
+    /// long the run takes: rewrites come at the first change and at the end of the input, as in a fast run. On
+    /// the live clock a slow run writes the changes in between too.
+    func testAFrozenClockRewritesTheSameHoweverSlowTheRun() throws {
+        func run(_ clock: ProcessingClock) throws -> [Int64?] {
+            let f = Feed(sources: 1, allowedLateness: 24 * 60 * Self.minute, lateFlush: .milliseconds(1), clock: clock)
+            f.partial(0, window: 0, count: 1, users: [1])
+            f.progress(0, 2 * Self.minute)
+            try f.flush()
+            var counts: [Int64?] = []
+            for (i, user) in [UInt64(2), 3, 4].enumerated() {
+                f.late(0, window: 0, offset: 10 + Int64(i), count: 1, users: [user])
+                counts += try f.flush().map { int($0.value["count"]) }
+                Thread.sleep(forTimeInterval: 0.005)  // longer than the late flush
+            }
+            f.progress(0, .max)
+            return counts + (try f.flush().map { int($0.value["count"]) })
+        }
+        XCTAssertEqual(try run(.frozen()), [2, 4], "the first rewrite, then the end of the input")
+        XCTAssertEqual(try run(.live), [2, 3, 4], "each batch: the late flush passed between them")
     }
 
     func testWrittenWindowsAreKeptForTheAllowedLatenessAndRebuiltOnReplay() throws {

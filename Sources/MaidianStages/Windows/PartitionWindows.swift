@@ -416,11 +416,13 @@ final class PartitionWindows {
     @exclusivity(unchecked) var ownerRecord: Int32 = -1
     var progressSent: Int64 = .min
     var idleSent = false
-    var lastInput = ContinuousClock.now
+    /// Processing time of the partition's last input (`ProcessingClock`): idle detection.
+    var lastInput: ContinuousClock.Instant
     var lastSweep: Int64 = .min
 
     /// `windows`: the stage's window lengths, ms, the first size first.
-    init(partition: Int32, maxTime: Int64?, windows: [Int64]) {
+    init(partition: Int32, maxTime: Int64?, windows: [Int64], now: ContinuousClock.Instant) {
+        self.lastInput = now
         self.partition = partition
         self.maxTime = maxTime
         sizes = windows.enumerated().map { SizeWindows(window: $0.element, tag: $0.offset == 0 ? 0 : $0.element) }

@@ -81,6 +81,8 @@ final class WindowMerger: PartialMerger {
     let sizes: [(tag: Int64, countsTopic: String)]
     let allowedLateness: Int64
     let lateFlush: Duration
+    /// Processing time, for `lateFlush` (a frozen clock in offline runs: rewrites at the first change and the end).
+    let clock: ProcessingClock
     var sourcePartitions: Int32 = 0
     private var states: [Int32: State] = [:]
     /// Per size, its counts topic's index in the output.
@@ -97,12 +99,15 @@ final class WindowMerger: PartialMerger {
     private var registers: [UInt8] = []
 
     /// A merger of one window size.
-    convenience init(countsTopic: String, allowedLateness: Int64 = 24 * 3_600_000, lateFlush: Duration = .seconds(10), logger: Logger) {
-        self.init(sizes: [(0, countsTopic)], allowedLateness: allowedLateness, lateFlush: lateFlush, logger: logger)
+    convenience init(countsTopic: String, allowedLateness: Int64 = 24 * 3_600_000, lateFlush: Duration = .seconds(10), clock: ProcessingClock = .live,
+                     logger: Logger) {
+        self.init(sizes: [(0, countsTopic)], allowedLateness: allowedLateness, lateFlush: lateFlush, clock: clock, logger: logger)
     }
 
     /// A merger of several window sizes: each size's tag and counts topic, the first size's tag 0.
-    init(sizes: [(tag: Int64, countsTopic: String)], allowedLateness: Int64 = 24 * 3_600_000, lateFlush: Duration = .seconds(10), logger: Logger) {
+    init(sizes: [(tag: Int64, countsTopic: String)], allowedLateness: Int64 = 24 * 3_600_000, lateFlush: Duration = .seconds(10),
+         clock: ProcessingClock = .live, logger: Logger) {
+        self.clock = clock
         precondition(!sizes.isEmpty && sizes[0].tag == 0, "the first window size has tag 0")
         self.sizes = sizes
         self.allowedLateness = allowedLateness
@@ -205,7 +210,7 @@ final class WindowMerger: PartialMerger {
         for (partition, index) in touched.sorted(by: { $0.key < $1.key }) {
             writeReady(partition: partition, record: index, output: &output)
         }
-        let now = ContinuousClock.now
+        let now = clock.now
         for (partition, index) in firstLive.sorted(by: { $0.key < $1.key }) {
             guard let st = states[partition], st.sizes.contains(where: { !$0.dirty.isEmpty }) else { continue }
             // At the end of the input every change is written; else at most once per `late_flush`.

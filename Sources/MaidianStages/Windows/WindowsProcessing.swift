@@ -28,6 +28,8 @@ struct ComboPieces {
 /// keeping each install's trail. Owns its reusable buffers and the property finder; numbers texts in the
 /// catalog and hands closed visits, trails, windows and progress to the emitter.
 final class WindowsProcessor {
+    /// Processing time, for when a partition last had input (idle detection).
+    let clock: ProcessingClock
     let catalog: WindowsCatalog
     let settings: WindowsSettings
     let emitter: WindowsEmitter
@@ -59,7 +61,8 @@ final class WindowsProcessor {
 
     /// The counters come from the stage, which registers them in their listed order.
     init(catalog: WindowsCatalog, settings: WindowsSettings, emitter: WindowsEmitter,
-         late: StageCounter, tooLate: StageCounter, orphans: StageCounter) {
+         late: StageCounter, tooLate: StageCounter, orphans: StageCounter, clock: ProcessingClock) {
+        self.clock = clock
         self.catalog = catalog
         self.settings = settings
         self.emitter = emitter
@@ -73,7 +76,7 @@ final class WindowsProcessor {
 
     /// One batch: `state` gives a source partition's state (the stage owns the partitions).
     func process(_ batch: inout EventBatch, output: inout OutputBuffer, state: (Int32) -> PartitionWindows) {
-        let now = ContinuousClock.now
+        let now = clock.now
         var touched: [PartitionWindows] = []
         lateEvents.removeAll(keepingCapacity: true)
         tooLateEvents.removeAll(keepingCapacity: true)
