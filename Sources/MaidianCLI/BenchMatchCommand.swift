@@ -83,17 +83,16 @@ struct BenchMatchCommand: ParsableCommand {
         let records = Bench.prepare(try Recording.read(path: recording))
         var batches: [EventBatch] = []
         _ = try Bench.run(engine: engine, records: records, topic: spec.source.topic, batchSize: batch) { b, _ in
-            guard !b.events.isEmpty else { return }
+            guard b.eventCount > 0 else { return }
             var kept = b
-            kept.json = Array(b.json[0..<b.jsonCount])
-            kept.input = []
+            kept.trimAfterDecoding()
             batches.append(kept)
         }
         var catalog = RuleCatalog()
         var events = 0, roleEvents = 0
         for b in batches {
-            events += b.events.count
-            for e in b.events.indices {
+            events += b.eventCount
+            for e in 0..<b.eventCount {
                 let (role, facts) = EventFacts.read(b, event: e)
                 if role != .other { roleEvents += 1 }
                 catalog.observe(role: role, facts: facts)
@@ -132,7 +131,7 @@ struct BenchMatchCommand: ParsableCommand {
             for b in batches {
                 var work = b
                 try stage.process(&work, output: &output)
-                let added = work.added.count - b.added.count
+                let added = work.addedPropertyCount - b.addedPropertyCount
                 figure.addedProperties += added
             }
             figure.matchedEvents = context.counters.first { $0.name == "matched" }?.value ?? 0
@@ -141,9 +140,7 @@ struct BenchMatchCommand: ParsableCommand {
                 for b in batches {
                     var work = b
                     // Copies made and room reserved outside the timed region, as in a worker's reused batch.
-                    work.events.reserveCapacity(b.events.count)
-                    work.added.reserveCapacity(b.added.count + 4 * b.events.count)
-                    work.scratch.reserveCapacity(b.scratch.count + 256 * b.events.count)
+                    work.reserveForStage(added: 4 * b.eventCount, scratch: 256 * b.eventCount)
                     output.reset()
                     let w0 = ContinuousClock.now
                     let c0 = threadCPUSeconds()
