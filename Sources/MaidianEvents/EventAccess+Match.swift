@@ -133,3 +133,102 @@ extension EventBatch {
         }
     }
 }
+
+extension EventBatch {
+    // What the match stage leaves for later stages and reads back while it writes (hits, the scratch arena's end,
+    // an event's record), so that it does not index the storage arrays itself.
+
+    /// Number of match hits recorded so far in the batch: the index the next `appendHit` gets.
+    @inlinable public var matchHitCount: Int { hits.count }
+
+    /// Records one match hit (its id and content spans point into the scratch or JSON arena); the match stage
+    /// then gives each event its range with `setHitRange`.
+    @inlinable public mutating func appendHit(_ hit: MatchHit) { hits.append(hit) }
+
+    /// Appends `head`, then the pieces `pieces[starts[n] ..< starts[n + 1]]` for each `n` of `list` separated
+    /// by `separator`, then `tail`, to the scratch arena with one growth (the match stage's `$matched_rules`:
+    /// a few short ids; a call per piece cost more than the copies).
+    @inlinable public mutating func appendJoinedToScratch(head: ByteView, pieces: ByteView, starts: [Int32], list: [Int],
+                                                          separator: UInt8, tail: UInt8) {
+        var total = head.count + 1 + max(list.count - 1, 0)
+        for n in list { total += Int(starts[n + 1] &- starts[n]) }
+        let at = scratch.count
+        scratch.append(contentsOf: repeatElement(0, count: total))
+        scratch.withUnsafeMutableBufferPointer { s in
+            var o = at
+            @inline(__always) func put(_ v: ByteView) {
+                for i in 0..<v.count { s[o &+ i] = v[i] }
+                o &+= v.count
+            }
+            put(head)
+            for (k, n) in list.enumerated() {
+                if k > 0 { s[o] = separator; o &+= 1 }
+                put(pieces[Int(starts[n]) ..< Int(starts[n + 1])])
+            }
+            s[o] = tail
+        }
+    }
+
+    /// The index of the input record event `i` came from (for output records tied to it).
+    @inlinable public func recordIndex(of i: Int) -> Int32 { events[i].record }
+}
+
+/// The kept properties of one event, looked up by name while `EventBatch.withPropertyLookup` runs (`where:`
+/// conditions read a few names per event). The first kept property of a name wins, as everywhere.
+public struct EventPropertyLookup {
+    /// The batch's JSON and scratch arenas.
+    public let json: ByteView, scratch: ByteView
+    @usableFromInline let props: UnsafeBufferPointer<Property>
+    @usableFromInline let range: Range<Int>
+
+    @inlinable init(json: ByteView, scratch: ByteView, props: UnsafeBufferPointer<Property>, range: Range<Int>) {
+        self.json = json
+        self.scratch = scratch
+        self.props = props
+        self.range = range
+    }
+
+    /// The first kept (not dropped) property called `name` (raw name bytes as sent), or nil.
+    @inlinable public func first(named name: ByteView) -> Property? {
+        let n = name.count
+        for k in range {
+            let p = props[k]
+            guard p.fix != .drop, p.name.count == n, json[p.name].equals(name) else { continue }
+            return p
+        }
+        return nil
+    }
+
+    /// The first kept property called `name`, where `known` is the `KnownProperty` raw value `name` is
+    /// (`KnownProperty.none`: none, then the names' bytes are compared): a known name is found by
+    /// `Property.known`, without reading name bytes. An escaped name is never equal to a known one's raw bytes.
+    @inlinable public func first(named name: ByteView, known: UInt8) -> Property? {
+        guard known != KnownProperty.none else { return first(named: name) }
+        for k in range {
+            let p = props[k]
+            if p.known == known && p.fix != .drop && !p.nameEscaped { return p }
+        }
+        return nil
+    }
+
+    /// A property's value bytes as they are now: its replacement (scratch) when replaced, else the JSON text
+    /// (quotes and brackets included).
+    @inlinable public func value(of p: Property) -> ByteView {
+        p.fix == .replace ? scratch[p.replacement] : json[p.value]
+    }
+}
+
+extension EventBatch {
+    /// Calls `body` with a by-name look-up of the kept properties of the event `head` describes.
+    @inlinable public func withPropertyLookup<R>(of head: EventHead, _ body: (EventPropertyLookup) -> R) -> R {
+        let lo = Int(head.firstProperty), hi = lo + Int(head.propertyCount)
+        precondition(lo >= 0 && hi <= properties.count, "event properties out of range")
+        return json.withUnsafeBufferPointer { j in
+            scratch.withUnsafeBufferPointer { s in
+                properties.withUnsafeBufferPointer { props in
+                    body(EventPropertyLookup(json: ByteView(j), scratch: ByteView(s), props: props, range: lo..<hi))
+                }
+            }
+        }
+    }
+}

@@ -169,6 +169,14 @@ public struct PropertyValue {
 public protocol EventProperties {
     /// The first kept property called `name` (UTF-8 bytes), or nil. The text stays valid until the next call.
     mutating func value(of name: ByteView) -> PropertyValue?
+    /// The same, where `known` is the `KnownProperty` raw value `name` is (`KnownProperty.none`: no known
+    /// name): a reader that knows its properties' `Property.known` finds it without comparing names.
+    mutating func value(of name: ByteView, known: UInt8) -> PropertyValue?
+}
+
+extension EventProperties {
+    /// Looks the name up by its bytes.
+    public mutating func value(of name: ByteView, known: UInt8) -> PropertyValue? { value(of: name) }
 }
 
 /// Per-event scratch of condition checks, owned by one caller (one thread). Everything is memoized per event
@@ -259,6 +267,8 @@ struct ConditionIndex: Sendable {
     var subjects: [ConditionSubject] = []
     /// Subject `s`'s property name, or for a content item its key (the property is `$element_content`).
     var subjectBytes: [[UInt8]] = []
+    /// Subject `s`'s property name as a `KnownProperty` raw value (`KnownProperty.none`: not a known one, or a content item).
+    var subjectKnown: [UInt8] = []
     var regexes: [RegexSet] = []
     /// Words of subject `s`'s pattern bit sets.
     var regexWords: [Int] = []
@@ -283,8 +293,12 @@ struct ConditionIndex: Sendable {
                     subjectNumbers[c.subject] = s
                     subjects.append(c.subject)
                     switch c.subject {
-                    case .property(let name): subjectBytes.append(Array(name.utf8))
-                    case .contentItem(let key): subjectBytes.append(Array(key.utf8))
+                    case .property(let name):
+                        subjectBytes.append(Array(name.utf8))
+                        subjectKnown.append(KnownProperty.allCases.first { $0.name.description == name }.map { UInt8($0.rawValue) } ?? KnownProperty.none)
+                    case .contentItem(let key):
+                        subjectBytes.append(Array(key.utf8))
+                        subjectKnown.append(KnownProperty.none)
                     }
                     patterns.append([])
                     patternNumbers.append([:])
@@ -377,6 +391,8 @@ extension RuleMatcher {
 
     /// Removes from `hits[start...]` the hits whose conditions do not hold for the event whose properties
     /// `properties` reads (`lib`: its `lib` object, for `$app_version`). Order is kept.
+    // The match stage's reader: its look-ups inline instead of going through the protocol's witness.
+    @_specialize(exported: false, where P == BatchEventProperties)
     public func applyConditions<P: EventProperties>(_ hits: inout [Int], from start: Int, properties: inout P, lib: ByteView,
                                                     scratch: inout ConditionScratch) {
         let index = self.index.conditions
@@ -506,7 +522,8 @@ extension RuleMatcher {
                                            _ scratch: inout ConditionScratch) -> PropertyValue? {
         switch index.subjects[s] {
         case .property:
-            let v = index.subjectBytes[s].withByteView { properties.value(of: $0) }
+            let known = index.subjectKnown[s]
+            let v = index.subjectBytes[s].withByteView { properties.value(of: $0, known: known) }
             if v == nil, index.subjectBytes[s] == RuleMatcher.appVersionName, let b = lib.start, lib.count > 2 {
                 let raw = UnsafeRawBufferPointer(start: b, count: lib.count)
                 let member = RuleMatcher.appVersionName.withUnsafeBytes { JSONMembers.member($0, in: raw) }
@@ -609,5 +626,55 @@ struct FactsProperties: EventProperties {
             return storage.withUnsafeBufferPointer { PropertyValue(kind: kind, text: ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
         }
         return nil
+    }
+}
+
+/// `EventProperties` over one event's kept properties in a batch (`EventBatch.withPropertyLookup`): escaped
+/// and replaced strings are decoded, the rest is read in place.
+public struct BatchEventProperties: EventProperties {
+    let lookup: EventPropertyLookup
+    /// A string with escapes, decoded (rare).
+    var decoded: [UInt8] = []
+
+    /// A reader over `lookup`'s event.
+    public init(_ lookup: EventPropertyLookup) { self.lookup = lookup }
+
+    public mutating func value(of name: ByteView) -> PropertyValue? {
+        value(of: name, known: KnownProperty.none)
+    }
+
+    public mutating func value(of name: ByteView, known: UInt8) -> PropertyValue? {
+        guard let p = lookup.first(named: name, known: known) else { return nil }
+        let value = lookup.value(of: p)
+        switch p.kind {
+        case .string:
+            guard value.count >= 2 else { return nil }
+            let content = value[1..<(value.count - 1)]
+            if p.fix == .replace || p.valueEscaped {
+                decoded = content.unescaped
+                // Not touched again until the next look-up: the bytes stay put.
+                return decoded.withByteView { PropertyValue(kind: .string, text: $0) }
+            }
+            return PropertyValue(kind: .string, text: content)
+        case .number: return PropertyValue(kind: .number, text: value)
+        case .bool: return PropertyValue(kind: .bool, text: value)
+        case .object: return PropertyValue(kind: .object, text: value)
+        case .null, .array: return PropertyValue(kind: .other, text: value)
+        }
+    }
+}
+
+extension RuleMatcher {
+    /// `applyConditions` over the kept properties of the batch event `head` describes (its `lib` for
+    /// `$app_version`). The reader's type is known in this module, so the condition code is specialized for it
+    /// (called with a reader type from another module, every look-up went through the protocol's witness).
+    public func applyConditions(_ hits: inout [Int], from start: Int, batch: borrowing EventBatch, event head: EventHead,
+                                scratch: inout ConditionScratch) {
+        guard hasConditions, start < hits.count else { return }
+        batch.withPropertyLookup(of: head) { lookup in
+            var reader = BatchEventProperties(lookup)
+            let lib = head.lib.isPresent ? lookup.json[head.lib] : ByteView.absent
+            applyConditions(&hits, from: start, properties: &reader, lib: lib, scratch: &scratch)
+        }
     }
 }

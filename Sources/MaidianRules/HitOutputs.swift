@@ -53,6 +53,9 @@ public struct HitOutputs: Sendable {
     public private(set) var byLength: [Int32] = []
     /// Bit `c` set: some name is `c` bytes long (`c < 64`; longer names set bit 63).
     public private(set) var nameLengths: UInt64 = 0
+    /// Per `Property.known` value (256 entries): the number of the name that known property's name is, or -1.
+    /// A known property whose name is not escaped is placed by this without reading its name's bytes.
+    public private(set) var nameOfKnown: [Int32] = Array(repeating: -1, count: 256)
     /// Whether any hit has entries.
     public var hasEntries: Bool { !entries.isEmpty }
 
@@ -133,5 +136,9 @@ public struct HitOutputs: Sendable {
         for n in names { nameLengths |= 1 << UInt64(min(n.count, 63)) }
         nameOrder = names.indices.sorted { names[$0].count < names[$1].count }.map { Int32($0) }
         byLength = (0...(longest + 1)).map { c in Int32(names.filter { $0.count < c }.count) }
+        for known in KnownProperty.allCases {
+            let name = known.name.withUTF8Buffer { Array($0) }
+            if let n = names.firstIndex(of: name) { nameOfKnown[known.rawValue] = Int32(n) }
+        }
     }
 }

@@ -71,15 +71,15 @@ public final class MatchCache {
         return true
     }
 
-    /// Copies `n` bytes. Fields are short (page names, paths, versions): up to 32 bytes are copied with
+    /// Copies `n` bytes. Fields are short (page names, paths, versions): up to 64 bytes are copied with
     /// (overlapping) word loads and stores inside `src[0..<n]`, no call per field; longer ones with `memmove`.
     @inline(__always)
     private static func copy(_ src: UnsafePointer<UInt8>, _ dst: UnsafeMutablePointer<UInt8>, _ n: Int) {
         let s = UnsafeRawPointer(src), d = UnsafeMutableRawPointer(dst)
         @inline(__always) func word(_ at: Int) { d.storeBytes(of: s.loadUnaligned(fromByteOffset: at, as: UInt64.self), toByteOffset: at, as: UInt64.self) }
-        if n >= 8 && n <= 32 {
-            word(0)
-            if n > 16 { word(8); word(n &- 16) }
+        if n >= 8 && n <= 64 {
+            var i = 0
+            while i &+ 8 < n { word(i); i &+= 8 }
             word(n &- 8)
         } else if n >= 4 && n < 8 {
             d.storeBytes(of: s.loadUnaligned(as: UInt32.self), as: UInt32.self)

@@ -103,7 +103,8 @@ public final class MatchStage: Stage {
     /// `rules_changed_since`, resolved.
     let changedSince: String?
     private var logger: Logger
-    private let clock = ContinuousClock()
+    /// Processing time (`StageContext.clock`): when the watchdog checks next.
+    private let clock: ProcessingClock
     /// A background load is under way; its result arrives in `mailbox`.
     private var loading = false
     private let mailbox = RulesMailbox()
@@ -140,7 +141,8 @@ public final class MatchStage: Stage {
         }
         let loaded = matcher
         watchdog = health.map { RulesWatchdog(matcher: loaded, options: $0.options) }
-        nextHealthCheck = ContinuousClock.now.advanced(by: health?.every ?? .zero)
+        clock = context.clock
+        nextHealthCheck = context.clock.now.advanced(by: health?.every ?? .zero)
         healthAlerts = health.map { _ in context.counter("rules_health_alerts") }
     }
 
@@ -149,7 +151,8 @@ public final class MatchStage: Stage {
     public init(matcher: RuleMatcher, context: StageContext, health: (topic: String, options: RulesWatchdog.Options, every: Duration)? = nil) {
         self.health = health
         watchdog = health.map { RulesWatchdog(matcher: matcher, options: $0.options) }
-        nextHealthCheck = ContinuousClock.now.advanced(by: health?.every ?? .zero)
+        clock = context.clock
+        nextHealthCheck = context.clock.now.advanced(by: health?.every ?? .zero)
         healthAlerts = health.map { _ in context.counter("rules_health_alerts") }
         self.matcher = matcher
         rulesPath = nil
@@ -188,7 +191,7 @@ public final class MatchStage: Stage {
         let outputs = matcher.outputs
         let ignoredPageBytes = self.ignoredPageBytes, ignoredLengths = self.ignoredLengths
         var matched = 0
-        for i in batch.events.indices {
+        for i in 0..<batch.eventCount {
             let ev = batch.head(i)
             guard ev.isLive, ev.isTrack, ev.eventName.isPresent else { continue }
             // The pipeline's roles: page leaves are looked at only to mark ignored pages for later stages.
@@ -198,7 +201,7 @@ public final class MatchStage: Stage {
             Self.findProperties(batch, ev, &w.found)
             // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
             if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes, ignoredLengths) {
-                batch.events[i].flags |= EventFlag.ignoredPage
+                batch.setFlag(i, EventFlag.ignoredPage)
                 continue
             }
             if role == .other { continue }
@@ -216,9 +219,9 @@ public final class MatchStage: Stage {
             if outputs.hasEntries { Self.addParameters(&batch, i, ev, outputs, &w) }
         }
         if matched > 0 { matchedCounter.add(matched) }
-        if let watchdog, let health, let last = batch.events.last, health.every == .zero || clock.now >= nextHealthCheck {
+        if let watchdog, let health, batch.eventCount > 0, health.every == .zero || clock.now >= nextHealthCheck {
             nextHealthCheck = clock.now.advanced(by: health.every)
-            writeAlerts(watchdog.alerts(), topic: health.topic, record: last.record, &output)
+            writeAlerts(watchdog.alerts(), topic: health.topic, record: batch.recordIndex(of: batch.eventCount - 1), &output)
         }
     }
 
@@ -229,7 +232,7 @@ public final class MatchStage: Stage {
             func raw(_ n: Int) -> ByteView {
                 let k = w.found[n]
                 guard k >= 0 else { return .absent }
-                let p = batch.properties[k]
+                let p = batch.property(k)
                 guard p.fix == .keep, !p.valueEscaped else { return .absent }
                 switch p.kind {
                 case .string: return j[Int(p.value.start) + 1 ..< Int(p.value.end) - 1]
@@ -337,7 +340,7 @@ public final class MatchStage: Stage {
             }
         }
         guard !w.ends.isEmpty else { return }
-        let base = batch.scratch.count
+        let base = batch.scratchEnd
         outputs.bytes.withByteView { ob in
             for p in w.pieces {
                 switch p.from {
@@ -365,12 +368,23 @@ public final class MatchStage: Stage {
     static func markNames(_ batch: borrowing EventBatch, _ ev: EventView, _ outputs: HitOutputs, _ w: inout Work) {
         let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
         let longest = outputs.longestName, lengths = outputs.nameLengths, stamp = w.stamp
+        let nameOfKnown = outputs.nameOfKnown
         batch.withJSON { j in
             outputs.bytes.withByteView { nb in
                 for k in lo..<hi {
-                    let p = batch.properties[k]
+                    let p = batch.property(k)
+                    guard p.fix != .drop else { continue }
+                    // A known property's name is known without reading its bytes (not in cache: most of this loop's cost).
+                    if p.known != KnownProperty.none && !p.nameEscaped {
+                        let n = Int(nameOfKnown[Int(p.known)])
+                        if n >= 0 && w.seen[n] != stamp {
+                            w.seen[n] = stamp
+                            w.first[n] = Int32(k)
+                        }
+                        continue
+                    }
                     let c = p.name.count
-                    guard (lengths >> UInt64(min(c, 63))) & 1 != 0, c <= longest, p.fix != .drop else { continue }
+                    guard (lengths >> UInt64(min(c, 63))) & 1 != 0, c <= longest else { continue }
                     let name = j[p.name]
                     for e in Int(outputs.byLength[c])..<Int(outputs.byLength[c + 1]) {
                         let n = Int(outputs.nameOrder[e])
@@ -398,7 +412,7 @@ public final class MatchStage: Stage {
                             _ ignoredLengths: UInt64) -> Bool {
         let k = found[0] >= 0 ? found[0] : found[1]
         guard k >= 0 else { return false }
-        let p = batch.properties[k]
+        let p = batch.property(k)
         guard p.kind == .string else { return false }
         if p.fix == .replace || p.valueEscaped { return matcher.isIgnored(page: Self.text(batch, k)) }
         guard (ignoredLengths >> UInt64(min(p.value.count - 2, 63))) & 1 != 0 else { return false }
@@ -409,19 +423,15 @@ public final class MatchStage: Stage {
         }
     }
 
-    /// Writes `$matched_rules` (unless the client sent one) and records the hits in `batch.hits` for later
+    /// Writes `$matched_rules` (unless the client sent one) and records the hits (`appendHit`, `setHitRange`) for later
     /// stages: ids point into the fragment, so they cost nothing extra.
     static func publishHits(_ batch: inout EventBatch, _ i: Int, _ outputs: HitOutputs, _ w: borrowing Work) {
-        let firstHit = batch.hits.count
-        let start = batch.scratch.count
+        let firstHit = batch.matchHitCount
+        let start = batch.scratchEnd
         outputs.bytes.withByteView { ob in
-            Self.matchedRulesHead.withByteView { batch.appendToScratch($0) }
-            for n in w.hits.indices {
-                if n > 0 { batch.appendToScratch(0x2C) }
-                let h = w.hits[n]
-                batch.appendToScratch(ob[Int(outputs.idStarts[h])..<Int(outputs.idStarts[h + 1])])
+            Self.matchedRulesHead.withByteView {
+                batch.appendJoinedToScratch(head: $0, pieces: ob, starts: outputs.idStarts, list: w.hits, separator: 0x2C, tail: 0x5D)
             }
-            batch.appendToScratch(0x5D)
         }
         var idStart = start + Self.matchedRulesHead.count
         for h in w.hits {
@@ -433,12 +443,11 @@ public final class MatchStage: Stage {
                     groupingContent(batch, b[Int(g)..<Int(outputs.groupEnds[h])], w.found[8])
                 }
             }
-            batch.hits.append(hit)
+            batch.appendHit(hit)
             idStart = idEnd + 1
         }
-        if w.found[14] < 0 { batch.linkAdded(event: i, Span(start, batch.scratch.count)) }
-        batch.events[i].firstHit = Int32(firstHit)
-        batch.events[i].hitCount = Int32(w.hits.count)
+        if w.found[14] < 0 { batch.linkAdded(event: i, Span(start, batch.scratchEnd)) }
+        batch.setHitRange(i, firstHit..<(firstHit + w.hits.count))
     }
 
     private static let matchedRulesHead = Array("\"$matched_rules\":[".utf8)
@@ -447,7 +456,7 @@ public final class MatchStage: Stage {
     /// composite content, as a JSON string span.
     static func groupingContent(_ batch: borrowing EventBatch, _ key: ByteView, _ k: Int) -> (Span, Bool) {
         guard k >= 0 else { return (.absent, false) }
-        let p = batch.properties[k]
+        let p = batch.property(k)
         if key.isEmpty {
             guard p.kind == .string else { return (.absent, false) }
             return p.fix == .replace ? (p.replacement, true) : (p.value, false)
@@ -472,48 +481,7 @@ public final class MatchStage: Stage {
 
     /// Drops the hits whose `where:` conditions do not hold (read from the event's kept properties).
     static func checkConditions(_ batch: borrowing EventBatch, _ ev: EventView, _ matcher: RuleMatcher, _ w: inout Work) {
-        batch.withJSON { j in
-            batch.withScratch { s in
-                let lo = Int(ev.firstProperty)
-                var reader = BatchProperties(json: j, scratch: s, props: batch.properties, range: lo..<(lo + Int(ev.propertyCount)))
-                let lib = ev.lib.isPresent ? j[ev.lib] : ByteView.absent
-                matcher.applyConditions(&w.hits, from: 0, properties: &reader, lib: lib, scratch: &w.conditions)
-            }
-        }
-    }
-
-    /// The kept properties of one event as `where:` conditions read them (views valid during `checkConditions`).
-    struct BatchProperties: EventProperties {
-        let json: ByteView, scratch: ByteView
-        let props: [Property]
-        let range: Range<Int>
-        /// A string with escapes, decoded (rare).
-        var decoded: [UInt8] = []
-
-        mutating func value(of name: ByteView) -> PropertyValue? {
-            for k in range {
-                let p = props[k]
-                guard p.fix != .drop, p.name.count == name.count, json[p.name].equals(name) else { continue }
-                let replaced = p.fix == .replace
-                let value = replaced ? scratch[p.replacement] : json[p.value]
-                switch p.kind {
-                case .string:
-                    guard value.count >= 2 else { return nil }
-                    let content = value[1..<(value.count - 1)]
-                    if replaced || p.valueEscaped {
-                        decoded = content.unescaped
-                        // Not touched again until the next look-up: the bytes stay put.
-                        return decoded.withByteView { PropertyValue(kind: .string, text: $0) }
-                    }
-                    return PropertyValue(kind: .string, text: content)
-                case .number: return PropertyValue(kind: .number, text: value)
-                case .bool: return PropertyValue(kind: .bool, text: value)
-                case .object: return PropertyValue(kind: .object, text: value)
-                case .null, .array: return PropertyValue(kind: .other, text: value)
-                }
-            }
-            return nil
-        }
+        matcher.applyConditions(&w.hits, from: 0, batch: batch, event: ev, scratch: &w.conditions)
     }
 
     /// What the matcher reads of an event, decoded to Strings; `found` comes from `findProperties`.
@@ -529,7 +497,7 @@ public final class MatchStage: Stage {
             f.elementPosition = text(batch, found[6])
             f.elementIndex = text(batch, found[7])
             if found[8] >= 0 {
-                let p = batch.properties[found[8]]
+                let p = batch.property(found[8])
                 if p.kind == .string { f.content = text(batch, found[8]) } else if p.kind == .object && p.fix == .keep {
                     f.contentItems = objectItems(batch, p.value)
                 }
@@ -550,7 +518,7 @@ public final class MatchStage: Stage {
             func raw(_ n: Int) -> ByteView {
                 let k = found[n]
                 guard k >= 0 else { return .absent }
-                let p = batch.properties[k]
+                let p = batch.property(k)
                 switch p.kind {
                 case .string: return j[Int(p.value.start) + 1 ..< Int(p.value.end) - 1]
                 case .number, .bool: return j[p.value]
@@ -569,7 +537,7 @@ public final class MatchStage: Stage {
                 f.elementPosition = raw(6)
                 f.elementIndex = raw(7)
                 if found[8] >= 0 {
-                    let p = batch.properties[found[8]]
+                    let p = batch.property(found[8])
                     if p.kind == .string { f.content = raw(8) } else if p.kind == .object && p.fix == .keep {
                         f.contentObject = j[p.value]
                     }
@@ -593,7 +561,7 @@ public final class MatchStage: Stage {
         for n in 0..<(role == .click ? 14 : 4) {
             let k = found[n]
             guard k >= 0 else { continue }
-            let p = batch.properties[k]
+            let p = batch.property(k)
             if p.kind == .string && (p.fix == .replace || p.valueEscaped) { return true }
         }
         return false
@@ -626,23 +594,22 @@ public final class MatchStage: Stage {
 
     /// The value bytes of a kept property (its replacement when fixed).
     static func valueBytes(_ batch: borrowing EventBatch, _ k: Int) -> [UInt8] {
-        let p = batch.properties[k]
-        if p.fix == .replace { return Array(batch.scratch[Int(p.replacement.start)..<Int(p.replacement.end)]) }
-        return Array(batch.json[Int(p.value.start)..<Int(p.value.end)])
+        let p = batch.property(k)
+        return p.fix == .replace ? batch.withScratch { $0[p.replacement].array } : batch.withJSON { $0[p.value].array }
     }
 
     /// A string property's text, or a number's/bool's text as written; nil otherwise.
     static func text(_ batch: borrowing EventBatch, _ k: Int) -> String? {
         guard k >= 0 else { return nil }
-        let p = batch.properties[k]
+        let p = batch.property(k)
         switch p.kind {
         case .string:
             if p.fix == .replace || p.valueEscaped {
                 return valueBytes(batch, k).withByteView { $0.jsonString }
             }
-            return String(decoding: batch.json[Int(p.value.start + 1)..<Int(p.value.end - 1)], as: UTF8.self)
+            return batch.withJSON { $0[Span(start: p.value.start + 1, end: p.value.end - 1)].string }
         case .number, .bool:
-            return String(decoding: batch.json[Int(p.value.start)..<Int(p.value.end)], as: UTF8.self)
+            return batch.withJSON { $0[p.value].string }
         default:
             return nil
         }
@@ -687,11 +654,11 @@ public final class MatchStage: Stage {
                 return k >= 0 ? inObject(batch, k, key, depthFirst: true).map { ($0, false) } : nil
             case .property:
                 if let k = property(e.property) {
-                    let p = batch.properties[k]
+                    let p = batch.property(k)
                     return p.fix == .replace ? (p.replacement, true) : (p.value, false)
                 }
                 let lo = Int(ev.firstProperty), hi = lo + Int(ev.propertyCount)
-                for k in lo..<hi where batch.properties[k].kind == .object && batch.properties[k].fix == .keep {
+                for k in lo..<hi where batch.property(k).kind == .object && batch.property(k).fix == .keep {
                     if let v = inObject(batch, k, key, depthFirst: true) { return (v, false) }
                 }
                 return nil
@@ -701,7 +668,7 @@ public final class MatchStage: Stage {
 
     /// Member `key` of kept object property `k` (or, depth-first, of the objects inside it), as a span of `json`.
     static func inObject(_ batch: borrowing EventBatch, _ k: Int, _ key: ByteView, depthFirst: Bool) -> Span? {
-        let p = batch.properties[k]
+        let p = batch.property(k)
         guard p.kind == .object, p.fix == .keep else { return nil }
         return batch.withJSON { j in
             let lo = Int(p.value.start)

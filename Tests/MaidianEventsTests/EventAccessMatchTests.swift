@@ -44,4 +44,54 @@ final class EventAccessMatchTests: XCTestCase {
         b.appendToScratch(scratch: Span(start, start + 2))
         XCTAssertEqual(String(decoding: b.scratch[start...], as: UTF8.self), "xy,abcxy")
     }
+
+    /// A known name found by `Property.known` is the property the byte comparison finds: escaped names (never
+    /// equal to the raw bytes), dropped ones and repeats included.
+    func testPropertyLookupByKnownAgreesWithTheNameBytes() {
+        var b = batch([
+            #"{"type":"track","event":"$AppClick","time":1763700000000,"distinct_id":"a","properties":{"$ti\u0074le":"esc","$title":"T1","$title":"T2","$os":"iOS","item":"x"}}"#,
+            #"{"type":"track","event":"$AppClick","time":1763700000000,"distinct_id":"a","properties":{"$os":"dropped","$os":"kept"}}"#,
+        ])
+        b.properties[Int(b.head(1).firstProperty)].fix = .drop
+        for i in 0..<2 {
+            b.withPropertyLookup(of: b.head(i)) { lookup in
+                for known in [KnownProperty.title, .os, .screenName] {
+                    let name = known.name.withUTF8Buffer { Array($0) }
+                    name.withByteView { n in
+                        let byBytes = lookup.first(named: n), byKnown = lookup.first(named: n, known: UInt8(known.rawValue))
+                        XCTAssertEqual(byBytes?.value, byKnown?.value, "event \(i), \(known)")
+                        XCTAssertEqual(byBytes.map { lookup.value(of: $0).string }, byKnown.map { lookup.value(of: $0).string })
+                    }
+                }
+            }
+        }
+        b.withPropertyLookup(of: b.head(0)) { lookup in
+            Array("$title".utf8).withByteView { XCTAssertEqual(lookup.first(named: $0).map { lookup.value(of: $0).string }, "\"T1\"") }
+            Array("item".utf8).withByteView { XCTAssertEqual(lookup.first(named: $0, known: KnownProperty.none).map { lookup.value(of: $0).string }, "\"x\"") }
+        }
+        b.withPropertyLookup(of: b.head(1)) { lookup in
+            Array("$os".utf8).withByteView { XCTAssertEqual(lookup.first(named: $0).map { lookup.value(of: $0).string }, "\"kept\"") }
+        }
+    }
+
+    /// One growth writes what the separate appends wrote.
+    func testAppendJoinedToScratchWritesWhatSeparateAppendsWrite() {
+        var b = batch([#"{"type":"track","event":"e","time":1763700000000,"distinct_id":"abc","properties":{}}"#])
+        let pieces = Array("\"a\"\"bb\"\"\"\"cccc\"".utf8)
+        let starts: [Int32] = [0, 3, 7, 9, 15]
+        for list in [[], [0], [2], [3, 0, 1], [1, 1]] {
+            var expected = Array("\"$matched_rules\":[".utf8)
+            for (k, n) in list.enumerated() {
+                if k > 0 { expected.append(0x2C) }
+                expected.append(contentsOf: pieces[Int(starts[n])..<Int(starts[n + 1])])
+            }
+            expected.append(0x5D)
+            let start = b.scratchEnd
+            Array("\"$matched_rules\":[".utf8).withByteView { head in
+                pieces.withByteView { b.appendJoinedToScratch(head: head, pieces: $0, starts: starts, list: list, separator: 0x2C, tail: 0x5D) }
+            }
+            XCTAssertEqual(Array(b.scratch[start...]), expected, "\(list)")
+            XCTAssertEqual(b.scratchEnd, start + expected.count)
+        }
+    }
 }
