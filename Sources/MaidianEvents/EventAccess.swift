@@ -139,7 +139,7 @@ extension EventBatch {
     @inlinable public func hasFlag(_ i: Int, _ flag: UInt32) -> Bool { events[i].flags & flag != 0 }
 
     /// Sets `flag` (`EventFlag`) on event `i`, for later stages.
-    @inlinable public mutating func setFlag(_ i: Int, _ flag: UInt32) { events[i].flags |= flag }
+    @inlinable public mutating func setFlag(_ i: Int, _ flag: UInt32) { events[i]._flags |= flag }
 
     /// The rules event `i` matched (match stage), as indices into `hits`.
     @inlinable public func hitRange(_ i: Int) -> Range<Int> {
@@ -149,8 +149,8 @@ extension EventBatch {
 
     /// Records that the rules event `i` matched are `hits[r]` (the match stage, after appending them).
     @inlinable public mutating func setHitRange(_ i: Int, _ r: Range<Int>) {
-        events[i].firstHit = Int32(truncatingIfNeeded: r.lowerBound)
-        events[i].hitCount = Int32(truncatingIfNeeded: r.count)
+        events[i]._firstHit = Int32(truncatingIfNeeded: r.lowerBound)
+        events[i]._hitCount = Int32(truncatingIfNeeded: r.count)
     }
 
     /// Drops property `k` from the output (validate; it is listed in `$dropped_properties` by the caller).
@@ -168,7 +168,7 @@ extension EventBatch {
     @inlinable public func hasFixes(_ i: Int) -> Bool { events[i].hasFixes }
 
     /// Notes that a property of event `i` got a fix (validate), so later stages look at the fixes.
-    @inlinable public mutating func markFixed(_ i: Int) { events[i].hasFixes = true }
+    @inlinable public mutating func markFixed(_ i: Int) { events[i]._hasFixes = true }
 
     // MARK: - properties
 

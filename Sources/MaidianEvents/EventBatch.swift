@@ -180,12 +180,14 @@ public struct Event: Sendable {
     public internal(set) var firstProperty: Int32
     public internal(set) var propertyCount: Int32
     /// Any property has a fix other than keep.
-    public var hasFixes: Bool
+    @usableFromInline var _hasFixes: Bool
+    @inlinable public var hasFixes: Bool { _hasFixes }
     /// Added properties: head and tail of a list in `EventBatch.added`.
     @usableFromInline var addedHead: Int32
     @usableFromInline var addedTail: Int32
     /// Free for stages (for example late-event marking).
-    public var flags: UInt32
+    @usableFromInline var _flags: UInt32
+    @inlinable public var flags: UInt32 { _flags }
     /// Which `KnownProperty` names the client sent (kept or not), one bit each: presence checks without a scan.
     public internal(set) var known: UInt64
     /// What the scanner saw that property fixes may need (`PropertyIssues` bits), so events without any
@@ -194,8 +196,10 @@ public struct Event: Sendable {
     /// Longest string property value, decoded UTF-8 bytes.
     public internal(set) var longestString: Int32
     /// The rules the event matched: `EventBatch.hits[firstHit ..< firstHit + hitCount]` (match stage).
-    public var firstHit: Int32
-    public var hitCount: Int32
+    @usableFromInline var _firstHit: Int32
+    @inlinable public var firstHit: Int32 { _firstHit }
+    @usableFromInline var _hitCount: Int32
+    @inlinable public var hitCount: Int32 { _hitCount }
     // Facts the decoder works out while the event's bytes are in the cache: stages read them instead of
     // going back to the (by then evicted) JSON arena.
     /// `event` is a string that, unescaped, is a valid name (wire format §2).
@@ -241,15 +245,15 @@ public struct Event: Sendable {
         self.lib = .absent
         self.firstProperty = 0
         self.propertyCount = 0
-        self.hasFixes = false
+        self._hasFixes = false
         self.addedHead = -1
         self.addedTail = -1
-        self.flags = 0
+        self._flags = 0
         self.known = 0
         self.propertyIssues = 0
         self.longestString = 0
-        self.firstHit = 0
-        self.hitCount = 0
+        self._firstHit = 0
+        self._hitCount = 0
         self.eventNameValid = false
         self.distinctIDHash = 0
         self.eventNameHash = 0
@@ -335,17 +339,17 @@ public struct EventBatch: Sendable {
     /// Names of the records' topics (`InputRecord.topic` indexes it; `topicIndex` adds one).
     var topics: [String] = []
     public var records: [InputRecord] = []
-    public var events: [Event] = []
-    public var properties: [Property] = []
-    public var added: [AddedProperty] = []
+    @usableFromInline var events: [Event] = []
+    @usableFromInline var properties: [Property] = []
+    @usableFromInline var added: [AddedProperty] = []
     /// Rules matched by events (see `Event.firstHit`).
-    public var hits: [MatchHit] = []
-    public var input: [UInt8] = []
+    @usableFromInline var hits: [MatchHit] = []
+    @usableFromInline var input: [UInt8] = []
     /// The JSON arena's storage: only `json[0..<jsonCount]` is in use; the rest is spare room that was
     /// zero-filled once when the arena grew, so decompression writes into it without clearing it first.
-    public var json: [UInt8] = []
-    public var jsonCount = 0
-    public var scratch: [UInt8] = []
+    @usableFromInline var json: [UInt8] = []
+    @usableFromInline var jsonCount = 0
+    @usableFromInline var scratch: [UInt8] = []
     /// Dead-letter detail messages (rare: only built on failures).
     var details: [String] = []
     /// Events marked `.dropped` / `.failed` through `drop(_:)` / `fail(_:reason:)` and by the decoder: the

@@ -54,15 +54,10 @@ final class MatchStageTests: XCTestCase {
 
     /// `batch.hits` of event `i`: (id, metric, grouping content).
     func hits(_ h: StageHarness, _ i: Int) -> [(String, MatchMetric, String?)] {
-        let ev = h.batch.events[i]
-        return (Int(ev.firstHit)..<Int(ev.firstHit + ev.hitCount)).map { k in
-            let hit = h.batch.hits[k]
-            let id = String(decoding: h.batch.scratch[Int(hit.id.start)..<Int(hit.id.end)], as: UTF8.self)
-            var content: String?
-            if hit.content.isPresent {
-                let arena = hit.contentInScratch ? h.batch.scratch : h.batch.json
-                content = String(decoding: arena[Int(hit.content.start)..<Int(hit.content.end)], as: UTF8.self)
-            }
+        return h.batch.hitRange(i).map { k in
+            let hit = h.batch.hit(k)
+            let id = h.batch.string(h.batch.id(ofHit: k)) ?? ""
+            let content = h.batch.string(h.batch.content(ofHit: k))
             return (id, hit.metric, content)
         }
     }
@@ -104,9 +99,9 @@ final class MatchStageTests: XCTestCase {
         XCTAssertEqual(hits(h, 2).map(\.2), ["\"Sale\"", nil], "grouping content of the group_by_content rule only")
         XCTAssertEqual(hits(h, 3).count, 0)
         XCTAssertEqual(hits(h, 5).count, 0)
-        XCTAssertEqual(h.batch.events[6].status, .dropped)
-        XCTAssertEqual(h.batch.events[6].hitCount, 0, "duplicates are not matched")
-        XCTAssertEqual(h.batch.hits.count, 8)
+        XCTAssertEqual(h.batch.event(6).status, .dropped)
+        XCTAssertEqual(h.batch.event(6).hitCount, 0, "duplicates are not matched")
+        XCTAssertEqual(h.batch.matchHitCount, 8)
         XCTAssertEqual(stage.matchedCounter.value, 4)
     }
 

@@ -774,7 +774,7 @@ final class WindowsStageTests: XCTestCase {
         for start in stride(from: 0, to: records.count, by: batch) {
             try full.run(Array(records[start..<min(start + batch, records.count)]))
             let b = full.harness.batch
-            clock.advance(lastOffset: b.records.last!.offset, batchMax: b.events.filter { $0.status == .live && $0.type.isTrack }.map(\.time).max())
+            clock.advance(lastOffset: b.records.last!.offset, batchMax: (0..<b.eventCount).map(b.event).filter { $0.status == .live && $0.type.isTrack }.map(\.time).max())
         }
         try full.finish()
         let all = contents(full.outputs)

@@ -203,28 +203,26 @@ struct PendingHeap {
         let last = heap.removeLast()
         let n = heap.count
         if n > 0 {
-            heap.withUnsafeMutableBufferPointer { h in
-                // Bottom-up: the hole goes down to a leaf by the smaller child (one comparison a level, and the
-                // loop's end is predictable), then `last`, which belongs near the bottom, goes up from there. Keys
-                // are distinct (an arrival is a record offset and an event index, and records hold far fewer than
-                // 2^20 events: `maxEventsPerRecord`), so events come out in the same order as by sifting `last` down.
-                var i = 0
-                while true {
-                    let l = 2 &* i &+ 1
-                    if l >= n { break }
-                    var m = l
-                    if l &+ 1 < n && Self.less(h[l &+ 1], h[l]) { m = l &+ 1 }
-                    h[i] = h[m]
-                    i = m
-                }
-                while i > 0 {
-                    let parent = (i &- 1) / 2
-                    if !Self.less(last, h[parent]) { break }
-                    h[i] = h[parent]
-                    i = parent
-                }
-                h[i] = last
+            // Bottom-up: the hole goes down to a leaf by the smaller child (one comparison a level, and the
+            // loop's end is predictable), then `last`, which belongs near the bottom, goes up from there. Keys
+            // are distinct (an arrival is a record offset and an event index, and records hold far fewer than
+            // 2^20 events: `maxEventsPerRecord`), so events come out in the same order as by sifting `last` down.
+            var i = 0
+            while true {
+                let l = 2 &* i &+ 1
+                if l >= n { break }
+                var m = l
+                if l &+ 1 < n && Self.less(heap[l &+ 1], heap[l]) { m = l &+ 1 }
+                heap[i] = heap[m]
+                i = m
             }
+            while i > 0 {
+                let parent = (i &- 1) / 2
+                if !Self.less(last, heap[parent]) { break }
+                heap[i] = heap[parent]
+                i = parent
+            }
+            heap[i] = last
         }
         free.append(first)
         return first

@@ -46,10 +46,9 @@ extension WindowsProcessor {
         drained.removeAll(keepingCapacity: true)
         st.pending.pop(upTo: time, into: &drained)
         var sink = 0
-        st.users.withUnsafeBufferPointer { users in
-            for e in drained {
-                sink &+= users[Int(e.user)].visits.count &+ users[Int(e.user)].trail.count
-            }
+        let users = st.users  // one reference for the loop, not a look-up through the state per event
+        for e in drained {
+            sink &+= users[Int(e.user)].visits.count &+ users[Int(e.user)].trail.count
         }
         warmSink &+= sink
         for e in drained { apply(e, st, record: record, output: &output) }
