@@ -113,6 +113,8 @@ def main():
                     help="processes that keep a core busy each while the workers run (a loaded machine)")
     ap.add_argument("--duplicates", action="store_true",
                     help="after the run, read events.enriched (kcat) and count records written more than once")
+    ap.add_argument("--logs", default=None,
+                    help="a directory to write each worker's log to (worker-N.log), to see its rebalances")
     args = ap.parse_args()
     binary = args.bin or release_bin()
     recording = os.path.abspath(args.recording)
@@ -156,6 +158,11 @@ def main():
             broker.terminate()
             broker.wait()
 
+    if args.logs:
+        os.makedirs(args.logs, exist_ok=True)
+        for w in workers:
+            with open(os.path.join(args.logs, f"worker-{w.index}.log"), "w") as f:
+                f.write("\n".join(w.lines) + "\n")
     failed = [w for w in workers if w.status != 0]
     for w in failed:
         sys.stderr.write(f"worker {w.index} exited {w.status}; its last lines:\n" + "\n".join(w.lines[-20:]) + "\n")

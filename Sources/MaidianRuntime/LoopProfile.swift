@@ -4,7 +4,12 @@ import Foundation
 /// (polls that found nothing, produce calls waiting for queue room, commit round trips, the final flush) from
 /// working (the stages). Logged once when the worker stops.
 ///
-/// Not thread-safe: used on the worker thread only. Costs two clock reads per phase per batch.
+/// Beside wall time it adds the worker thread's own CPU time per phase: on a machine whose cores are shared
+/// with the broker, librdkafka's threads and other processes, wall time in a phase is inflated by the
+/// time the thread waited for a core, and only the CPU time compares with `maidian bench`.
+///
+/// Not thread-safe: used on the worker thread only. Costs a clock read and a thread-CPU clock read per phase
+/// per batch.
 struct LoopProfile {
     /// The phases of one loop iteration (and the end of a run).
     enum Phase: Int, CaseIterable {
@@ -35,6 +40,10 @@ struct LoopProfile {
 
     private(set) var time = [Duration](repeating: .zero, count: Phase.allCases.count)
     private(set) var count = [Int](repeating: 0, count: Phase.allCases.count)
+    /// The calling thread's CPU time per phase.
+    private(set) var cpu = [Duration](repeating: .zero, count: Phase.allCases.count)
+    /// The thread's CPU clock at the last `add` (nil before the first: then the phase's CPU time is not known).
+    private var lastCPU: Duration?
     /// Polls after the first assignment that returned no record (waited the whole poll timeout, or were cut
     /// short by a rebalance).
     private(set) var emptyPolls = 0
@@ -47,7 +56,22 @@ struct LoopProfile {
         let now = ContinuousClock.now
         time[phase.rawValue] += now - start
         count[phase.rawValue] += 1
+        let threadCPU = Self.threadCPU()
+        // Phases follow each other (each starts where the last one ended, or at `startCPU`), so the CPU time
+        // since then is this phase's.
+        if let last = lastCPU { cpu[phase.rawValue] += threadCPU - last }
+        lastCPU = threadCPU
         return now
+    }
+
+    /// Marks the start of a phase for the CPU clock where it does not start at the end of another (a poll, a flush).
+    mutating func startCPU() { lastCPU = Self.threadCPU() }
+
+    /// CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID).
+    static func threadCPU() -> Duration {
+        var ts = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+        return .seconds(ts.tv_sec) + .nanoseconds(ts.tv_nsec)
     }
 
     /// A poll that returned no record and took `took`.
@@ -58,13 +82,15 @@ struct LoopProfile {
 
     /// One line for the log: seconds and counts per phase.
     var summary: String {
+        func seconds(_ d: Duration) -> String {
+            String(format: "%.3f", Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)
+        }
         var parts: [String] = []
         for p in Phase.allCases {
-            let s = Double(time[p.rawValue].components.seconds) + Double(time[p.rawValue].components.attoseconds) / 1e18
-            parts.append("\(p.name)=\(String(format: "%.3f", s))s/\(count[p.rawValue])")
+            parts.append("\(p.name)=\(seconds(time[p.rawValue]))s/\(count[p.rawValue])")
         }
-        let e = Double(emptyPollTime.components.seconds) + Double(emptyPollTime.components.attoseconds) / 1e18
-        parts.append("empty_polls=\(String(format: "%.3f", e))s/\(emptyPolls)")
+        parts.append("empty_polls=\(seconds(emptyPollTime))s/\(emptyPolls)")
+        parts.append("thread_cpu=" + Phase.allCases.map { "\($0.name):\(seconds(cpu[$0.rawValue]))" }.joined(separator: ","))
         return parts.joined(separator: " ")
     }
 }

@@ -156,6 +156,15 @@ private final class State: RebalanceHost {
     /// seconds after their end.
     var finishedState = false
     var finishedHeld: [Int32] = []
+    /// Bounded runs: when this worker had merged, delivered and committed everything it holds. It then stays in
+    /// the group until every partition of the group is committed at its end (`groupIsDone`), for at most
+    /// `groupWait`: leaving earlier revokes every other member (eager rebalance), which waits out the
+    /// group's join timer and re-reads the leaver's partitions from their replay points before it can finish.
+    var ownWorkDoneAt: ContinuousClock.Instant?
+    var lastGroupCheck: ContinuousClock.Instant?
+    let groupWait: Duration
+    /// Partitions of the internal topic (0 without one).
+    var partialsPartitions: Int32 = 0
     /// How long a stopping worker keeps polling for a rebalance to end so that it can commit.
     let stopCommitWait: Duration
     /// Records produced per output topic index since the last `reportBatch` (for metrics).
@@ -212,6 +221,7 @@ private final class State: RebalanceHost {
         let heartbeat = consumerConfig["heartbeat.interval.ms"].flatMap { Int64($0) } ?? 3000
         liveness = Liveness(freezeLimit: .milliseconds(max(1000, session - heartbeat)))
         stopCommitWait = .milliseconds(session + 5000)
+        groupWait = .milliseconds(session)
         output.maxMessageBytes = OutputBuffer.maxMessageBytes(producerLimit: producer.maxMessageBytes)
         let topics = LaneTopics(source: sourceTopic, partials: internalTopic), books = PartitionBooks()
         self.topics = topics
@@ -265,6 +275,7 @@ private final class State: RebalanceHost {
                 throw RuntimeError(.setup, "the internal topic '\(internalTopic)' (windowed counts are merged through it) is missing: create it, with as many partitions as you want mergers", underlying: error)
             }
             repartitioning.connect(partialsTopic: internalTopic, partialsPartitions: Int32(n), sourcePartitions: Int32(sourcePartitions))
+            partialsPartitions = Int32(n)
             subscribed.append(internalTopic)
             logger.info("merging windowed counts through '\(internalTopic)' (\(n) partitions) over \(sourcePartitions) source partitions")
         }
@@ -296,6 +307,7 @@ private final class State: RebalanceHost {
                 rest.reset()
             } else {
                 let pollStart = ContinuousClock.now
+                profile.startCPU()
                 let got = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
                     if msg.topic == sourceTopic {
                         if let stop = options.stopOffsets?[msg.partition], msg.offset >= stop { sourceBook.reachedEnd.insert(msg.partition); return }
@@ -333,7 +345,10 @@ private final class State: RebalanceHost {
                 }
             }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
-                if !batch.records.isEmpty { finishedState = false }
+                if !batch.records.isEmpty {
+                    finishedState = false
+                    ownWorkDoneAt = nil
+                }
                 if let hook = options.hook, let hookContext { hook.willProcess(records: batch.records.count + internalRecords.count, worker: hookContext) }
                 if !batch.records.isEmpty { try engine.process(&batch, output: &output, rest: &rest) }
                 if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
@@ -344,7 +359,11 @@ private final class State: RebalanceHost {
                 for r in internalRecords { partialsBook[r.partition].position = r.offset + 1 }
                 rememberMergerPoints()
             }
-            if !rebalances.awaitingAssignment { repartitioning?.tick(held: rebalances.heldSource, output: &output) }
+            // Not once the held partitions' final progress is out: an idle progress after it would move their
+            // watermark back from the end, and the mergers would wait for a second final one.
+            if !rebalances.awaitingAssignment && !(finishedState && finishedHeld == rebalances.heldSource) {
+                repartitioning?.tick(held: rebalances.heldSource, output: &output)
+            }
             var phaseStart = profile.add(.stages, since: polled)
             try checkFrozen(since: iterationStart)
             try produceOutputs()
@@ -361,6 +380,8 @@ private final class State: RebalanceHost {
                 committer.commit(final: false)
                 profile.add(.commits, since: phaseStart)
             }
+            // Revoked because another member left: done here too if that member was the last one working.
+            if ownWorkDoneAt != nil && rebalances.awaitingAssignment && leaveGroupNow() { finished = true; break }
             let heldSource = rebalances.heldSource
             if options.untilEnd && rebalances.hadAssignment && !rebalances.awaitingAssignment
                 && heldSource.allSatisfy({ sourceBook.reachedEnd.contains($0) }) {
@@ -375,6 +396,7 @@ private final class State: RebalanceHost {
                     reportBatch(since: ContinuousClock.now)
                     finishedState = true
                     finishedHeld = heldSource
+                    ownWorkDoneAt = nil
                 }
                 if let merger = repartitioning?.merger, !partialsBook.held.allSatisfy({ merger.isComplete(partition: $0) }) {
                     continue  // windows of other workers' partitions are still coming
@@ -383,9 +405,14 @@ private final class State: RebalanceHost {
                 // A group rebalancing right now refuses commits: keep polling (which rejoins and commits
                 // in the assignment handler) rather than leave progress uncommitted.
                 if committer.commit(final: true) {
-                    logger.info("bounded run done: every held partition merged, delivered and committed")
-                    finished = true
-                    break
+                    if ownWorkDoneAt == nil {
+                        logger.info("bounded run done: every held partition merged, delivered and committed")
+                        ownWorkDoneAt = .now
+                    }
+                    if leaveGroupNow() {
+                        finished = true
+                        break
+                    }
                 }
             }
         }
@@ -398,6 +425,45 @@ private final class State: RebalanceHost {
         for line in engine.summaryLines() { logger.notice("  \(line)") }
         if let merger = repartitioning?.merger {
             for c in merger.counters { logger.notice("  merge.\(c.name)=\(c.value)") }
+        }
+    }
+
+    /// A bounded run whose own work is done (`ownWorkDoneAt`): whether to leave the group now, i.e. every
+    /// partition of the group is committed at its end, or `groupWait` has passed.
+    func leaveGroupNow() -> Bool {
+        guard let doneAt = ownWorkDoneAt else { return false }
+        let now = ContinuousClock.now
+        if now - doneAt >= groupWait {
+            logger.info("leaving the group after waiting \(groupWait) for its other members to finish")
+            return true
+        }
+        if let last = lastGroupCheck, now - last < .milliseconds(200) { return false }
+        lastGroupCheck = now
+        do {
+            if try groupIsDone() {
+                logger.info("leaving the group: every partition is committed at its end")
+                return true
+            }
+        } catch {
+            logger.debug("could not check whether the group is done: \(error)")
+        }
+        return false
+    }
+
+    /// Whether every source partition of a bounded run is committed at its end offset, and every partition of
+    /// the internal topic with a replay point whose written-up-to mark is the end (its merger had every source's
+    /// final progress and wrote everything): then no member has anything left to do, and leaving revokes nobody
+    /// who still works. One OffsetFetch round trip (asking 32 high watermarks one by one took seconds).
+    func groupIsDone() throws -> Bool {
+        var tps = books.source.endOffsets.keys.map { TopicPartition(topic: sourceTopic, partition: $0) }
+        if let internalTopic { tps += (0..<partialsPartitions).map { TopicPartition(topic: internalTopic, partition: $0) } }
+        let committed = try consumer.committedWithMetadata(tps, timeout: .seconds(5))
+        return tps.allSatisfy { tp in
+            if tp.topic == sourceTopic {
+                let end = books.source.endOffsets[tp.partition] ?? 0
+                return end <= 0 || (committed[tp]?.offset ?? -1) >= end
+            }
+            return committed[tp].flatMap { ReplayPoint(metadata: $0.metadata) }?.maxEventTime == .max
         }
     }
 
@@ -608,6 +674,7 @@ private final class State: RebalanceHost {
     /// Delivers everything in flight and stores the offsets it covers.
     func drain() throws {
         let start = ContinuousClock.now
+        profile.startCPU()
         defer { profile.add(.flush, since: start) }
         do {
             try producer.flush(timeout: options.flushTimeout)

@@ -5,6 +5,7 @@ import MaidianKafka
 import MaidianPipeline
 import MaidianRuntime
 import MaidianStages
+import Synchronization
 import XCTest
 
 /// `Worker` on the in-process mock cluster: bounded runs, stop requests, and delivery failures (at-least-once:
@@ -77,6 +78,43 @@ final class WorkerTests: XCTestCase {
         try env.runWorker(untilEnd: true, timeout: 120)
         XCTAssertEqual(try env.committed(partitions: 4), [:], "nothing to commit")
         XCTAssertEqual(try env.endOffsets("events.enriched", partitions: 4).values.reduce(0, +), 0)
+    }
+
+    // MARK: - b2. two bounded workers
+
+    /// Two `--until-end` workers of one group, one of them slowed down: the one that finishes first stays in
+    /// the group until the other is done too, so that its leaving does not revoke a worker that still works
+    /// (which would wait out the group's join timer and re-read the leaver's partitions from their replay
+    /// points). Every record is processed once and committed at the end.
+    func testFirstBoundedWorkerToFinishWaitsForTheGroupInsteadOfRevokingTheOther() throws {
+        let env = try Env(rawPartitions: 4, maxBatch: 10)
+        let n = 400
+        try env.produce((0..<n).map { i in
+            Raw(key: "k\(i)", value: Array("[\(Self.track(id: Int64(i), distinctID: "user\(i % 13)"))]".utf8), partition: Int32(i % 4))
+        })
+        let log = LineCapture()
+        let fast = WorkerThread(try env.worker(untilEnd: true, logger: log.logger(prefix: "fast")))
+        let slow = WorkerThread(try env.worker(untilEnd: true, logger: log.logger(prefix: "slow")) { $0.hook = SlowBatches(seconds: 0.04) })
+        XCTAssertTrue(fast.wait(seconds: 120) && slow.wait(seconds: 120), "bounded runs did not return")
+        XCTAssertNil(fast.error)
+        XCTAssertNil(slow.error)
+
+        let lines = log.lines
+        let dump = lines.joined(separator: "\n")
+        let doneLines = lines.indices.filter { lines[$0].contains("bounded run done") }
+        XCTAssertEqual(doneLines.count, 2, dump)
+        // Between the first worker's end of work and the other's, nobody is revoked and nothing is re-read.
+        if let first = doneLines.first, let last = doneLines.last {
+            let between = lines[first...last]
+            XCTAssertFalse(between.contains { $0.contains("revoked partitions") }, "a worker was revoked while the other still worked:\n\(dump)")
+            XCTAssertFalse(between.contains { $0.contains("re-reading from offset") }, dump)
+        }
+        XCTAssertTrue(lines.contains { $0.contains("leaving the group: every partition is committed at its end") }, dump)
+        let ends = try env.endOffsets("events.raw", partitions: 4)
+        XCTAssertEqual(try env.committed(partitions: 4), ends, "committed offsets are the end offsets")
+        let ids = try env.readAll("events.enriched", partitions: 4).compactMap { $0.value["_track_id"] as? Int }
+        XCTAssertEqual(Set(ids), Set(0..<n))
+        XCTAssertEqual(ids.count, n, "no event written twice")
     }
 
     // MARK: - c. delivery failure
@@ -256,14 +294,14 @@ final class WorkerTests: XCTestCase {
             XCTAssertEqual(failures, 0, "test records not delivered")
         }
 
-        func worker(untilEnd: Bool, configure: (inout WorkerOptions) -> Void = { _ in }) throws -> Worker {
+        func worker(untilEnd: Bool, logger: Logger? = nil, configure: (inout WorkerOptions) -> Void = { _ in }) throws -> Worker {
             var options = WorkerOptions()
             options.untilEnd = untilEnd
             options.maxBatch = spec.source.maxBatch
             options.flushTimeout = .seconds(15)
             configure(&options)
             XCTAssertEqual(spec.source.brokers, broker.bootstrapServers)
-            return Worker(spec: spec, registry: BuiltinStages.registry, bootstrap: spec.source.brokers, options: options, logger: logger)
+            return Worker(spec: spec, registry: BuiltinStages.registry, bootstrap: spec.source.brokers, options: options, logger: logger ?? self.logger)
         }
 
         /// Runs a worker on its own thread and waits for it; rethrows what `run()` threw.
@@ -327,6 +365,39 @@ final class WorkerTests: XCTestCase {
 
         func readOutputs(enriched: Int, dlq: Int) throws -> (enriched: [Message], dlq: [Message]) {
             (try readAll("events.enriched", partitions: 4), try readAll("events.dlq", partitions: 2))
+        }
+    }
+}
+
+/// Slows every batch down (one worker of a group finishes later than the other).
+struct SlowBatches: WorkerHook {
+    var seconds: Double
+    func willProcess(records: Int, worker: WorkerHookContext) { Thread.sleep(forTimeInterval: seconds) }
+}
+
+/// The info lines of several workers' loggers, in the order they were logged, each prefixed with its worker's name.
+final class LineCapture: Sendable {
+    private let store = Mutex<[String]>([])
+    var lines: [String] { store.withLock { $0 } }
+
+    func logger(prefix: String) -> Logger {
+        var logger = Logger(label: prefix) { [self] _ in Handler(capture: self, prefix: prefix) }
+        logger.logLevel = .info
+        return logger
+    }
+
+    struct Handler: LogHandler {
+        let capture: LineCapture
+        let prefix: String
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .info
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let line = "\(prefix): \(event.message)"
+            capture.store.withLock { $0.append(line) }
         }
     }
 }
