@@ -51,6 +51,8 @@ public final class KafkaConsumer {
         self.context = context
         self.logger = logger
         let merged = Self.defaultConfig.merging(config) { _, caller in caller }
+        // What the group will use (librdkafka says so in each rebalance callback; this is for one that cannot).
+        context.lastCooperative = merged["partition.assignment.strategy"]?.contains("cooperative") ?? false
         guard let group = merged["group.id"], !group.isEmpty else {
             throw KafkaError(.config, "consumer property 'group.id' is required")
         }
@@ -412,10 +414,14 @@ final class ConsumerContext: ClientContext {
     var pending: [PendingRebalance] = []
     /// Count of revokes/losses applied, to invalidate caches of topic pointers.
     var revocations = 0
+    /// Whether the group's rebalance protocol was COOPERATIVE when librdkafka last told (it may not, at close).
+    var lastCooperative = false
 
     /// The rebalance callback: defer inside a batch, else (consumer close) apply now.
     func rebalance(rk: OpaquePointer, err: rd_kafka_resp_err_t, partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?) {
-        let cooperative = String(cString: rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE"
+        // NULL once the group handle stops answering (a rebalance callback during close): the last protocol seen.
+        if let protocolName = rd_kafka_rebalance_protocol(rk) { lastCooperative = String(cString: protocolName) == "COOPERATIVE" }
+        let cooperative = lastCooperative
         let list = partitions.map { PartitionList.copy(of: $0) } ?? PartitionList([TopicPartition]())
         let lost = err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS && rd_kafka_assignment_lost(rk) != 0
         pending.append(PendingRebalance(err: err, partitions: list, cooperative: cooperative, lost: lost))

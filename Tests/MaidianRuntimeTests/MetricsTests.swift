@@ -60,7 +60,10 @@ final class MetricsTests: XCTestCase {
 
         let first = try await eventually("batch 1 counted", within: .seconds(60)) {
             let m = try await http.scrape()
-            return m["maidian_records_total"] == 100 ? m : nil
+            // Records are counted when the batch is decoded, the stages' counters and the batch's duration after it
+            // ran: wait for the end of the batch, not only its start (a slow machine scraped in between).
+            return m["maidian_records_total"] == 100 && m[#"maidian_stage_written_total{stage="enriched"}"#] == 99
+                && m["maidian_batch_duration_seconds_count", default: 0] > 0 ? m : nil
         }
         XCTAssertEqual(first.types["maidian_records_total"], "counter")
         XCTAssertEqual(first["maidian_partitions_assigned"], 2)
