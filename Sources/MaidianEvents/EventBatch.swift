@@ -30,7 +30,10 @@ public enum DeadLetterReason: UInt8, Sendable, CaseIterable, CustomStringConvert
     case duplicateKey
 
     /// The wire name used in `events.dlq` and in metrics.
-    public var description: String {
+    public var description: String { staticName.description }
+
+    /// The wire name as a static string, so the dead-letter writer appends it without building a String.
+    var staticName: StaticString {
         switch self {
         case .none: return "none"
         case .badEncoding: return "bad_encoding"

@@ -443,24 +443,6 @@ public enum OutputWriter {
 }
 
 extension DeadLetterReason {
-    var staticName: StaticString {
-        switch self {
-        case .none: return "none"
-        case .badEncoding: return "bad_encoding"
-        case .badZstd: return "bad_zstd"
-        case .tooLarge: return "too_large"
-        case .badJSON: return "bad_json"
-        case .notArray: return "not_array"
-        case .notObject: return "not_object"
-        case .badType: return "bad_type"
-        case .badEventName: return "bad_event_name"
-        case .badTime: return "bad_time"
-        case .badDistinctID: return "bad_distinct_id"
-        case .badProperties: return "bad_properties"
-        case .duplicateKey: return "duplicate_key"
-        }
-    }
-
     /// The detail text for event-level reasons (stages may set a more precise one on the record).
     public var defaultDetail: String {
         switch self {
