@@ -52,6 +52,9 @@ class Worker:
         self.index = index
         self.assigned_at = None
         self.done_at = None
+        # The last "reached the end offsets" line: from it to done is the run's tail (final write-out, the
+        # last partials through the internal topic, the final flush and commit).
+        self.reached_end_at = None
         self.lines = []
         self.profile = None
         self.saw_done_line = False
@@ -69,6 +72,8 @@ class Worker:
                 self.assigned_at = now
             # Done: merged, delivered and committed; binaries before that line logged "reached the end
             # offsets" until their merge was complete, so the last such line is their end.
+            if "reached the end offsets" in line:
+                self.reached_end_at = now
             if "bounded run done" in line or ("reached the end offsets" in line and not self.saw_done_line):
                 self.saw_done_line = "bounded run done" in line
                 self.done_at = now
@@ -176,6 +181,8 @@ def main():
         "partitions": p,
         "seconds_assignment_to_end": round(span, 3),
         "events_per_second": round(events / span),
+        # Per worker: seconds from its last "reached the end offsets" to its end (the tail of a bounded run).
+        "tail_seconds": [round(w.done_at - w.reached_end_at, 3) if w.reached_end_at else None for w in workers],
         "worker_cpu_seconds": [round(c, 3) for c in cpu],
         "events_per_worker_cpu_second": round(events / sum(cpu)),
         "broker_cpu_seconds": round(broker_cpu, 3),

@@ -23,9 +23,10 @@ public final class ProducerTopic {
 
 /// A Kafka producer (idempotent by default).
 ///
-/// Threading: not thread-safe as a Swift object: use it from one thread (typically the worker's
-/// polling thread). Delivery reports (`onDelivery`) and errors (`onError`) are called on that
-/// thread, from inside `poll()`, `flush()` and a `produce()` that waits for queue room.
+/// Threading: not thread-safe as a Swift object: use it from one thread (typically a worker's sender
+/// thread). Delivery reports (`onDelivery`) and errors (`onError`) are called on that thread, from inside
+/// `poll()`, `flush()` and a `produce()` that waits for queue room. `wakePoll()`, `fatalError()` and
+/// `outstanding` may be called from any thread.
 ///
 /// Lifetime: `flush()` before releasing it; messages still queued when it is destroyed are dropped
 /// without delivery reports.
@@ -35,6 +36,8 @@ public final class KafkaProducer {
     private var topics: [String: ProducerTopic] = [:]
     /// Non-NULL pointer for empty values: librdkafka sends a NULL payload as a tombstone.
     private let emptyPayload: UnsafeMutableRawPointer
+    /// The queue `poll()` serves (delivery reports, errors), for `wakePoll()`; destroyed in deinit before the handle.
+    private let mainQueue: OpaquePointer
 
     /// Defaults added under the caller's `config` (the caller wins). `murmur2_random` hashes keys
     /// like the Java client (keyless messages go to random partitions).
@@ -70,10 +73,18 @@ public final class KafkaProducer {
             rd_kafka_conf_set_dr_msg_cb(conf, producerDeliveryCallback)
         }
         emptyPayload = .allocate(byteCount: 1, alignment: 1)
+        mainQueue = rd_kafka_queue_get_main(handle.rk)!
     }
 
     deinit {
+        rd_kafka_queue_destroy(mainQueue)
         emptyPayload.deallocate()
+    }
+
+    /// Makes a `poll()` waiting on another thread return now (or the next one at once, if none is waiting):
+    /// how a sender thread that waits for delivery reports learns that there is more to produce. Thread-safe.
+    public func wakePoll() {
+        rd_kafka_queue_yield(mainQueue)
     }
 
     /// Called for each delivery report with the message's token and nil on success, or a
