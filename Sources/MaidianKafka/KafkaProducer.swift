@@ -44,12 +44,18 @@ public final class KafkaProducer {
     public static let defaultConfig: [String: String] = [
         "enable.idempotence": "true",
         "acks": "all",
-        "compression.type": "zstd",
+        // lz4 rather than zstd: compressing the outputs was the biggest share of librdkafka's CPU in a worker
+        // (zstd level 1: about 1.3 CPU s of the producer thread per bench-3k run, lz4 about 0.8), and on a
+        // machine whose cores the stages, librdkafka and the broker share, that is throughput. lz4 writes about
+        // 1.6 times zstd level 1's bytes on event JSON (9 against 15 times smaller than the JSON). A user's
+        // `compression.type` wins (`producer.kafka`). See bench/README.md (issue 16, session 8).
+        "compression.type": "lz4",
         // librdkafka compresses each message set with a fresh context (Debian's 2.0.2 does not pass zstd the
         // input size, so level 3 sets up and clears 768 KiB of tables per set): small sets made that the
         // bigger part of a worker's producer CPU. Level 1 (about 48 KiB of tables, ratio within a few percent on
         // JSON) and 50 ms of lingering (sets of hundreds of records per partition instead of tens) cut the
-        // worker's CPU through a broker by a third (bench/README.md, "Where a worker waited").
+        // worker's CPU through a broker by a third (bench/README.md, "Where a worker waited"). For lz4, level 1
+        // is its fast mode (levels from 3 on are lz4-HC).
         "compression.level": "1",
         "linger.ms": "50",
         "partitioner": "murmur2_random",
