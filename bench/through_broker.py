@@ -48,15 +48,20 @@ def proc_cpu_seconds(pid):
 class Worker:
     """One `maidian run --until-end` process whose log lines are timestamped as they arrive."""
 
-    def __init__(self, binary, pipeline, env, index):
+    def __init__(self, binary, pipeline, env, index, log_level="info"):
         self.index = index
         self.assigned_at = None
         self.done_at = None
+        # The last "reached the end offsets" line: from it to done is the run's tail (final write-out, the
+        # last partials through the internal topic, the final flush and commit).
+        self.reached_end_at = None
         self.lines = []
+        # When each line arrived (time.monotonic()), for --logs.
+        self.line_times = []
         self.profile = None
         self.saw_done_line = False
         self.proc = subprocess.Popen(
-            [binary, "run", pipeline, "--until-end", "--log-level", "info"],
+            [binary, "run", pipeline, "--until-end", "--log-level", log_level],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -65,10 +70,13 @@ class Worker:
         for line in self.proc.stderr:
             now = time.monotonic()
             self.lines.append(line.rstrip("\n"))
+            self.line_times.append(now)
             if self.assigned_at is None and "assigned partitions" in line and "[]" not in line:
                 self.assigned_at = now
             # Done: merged, delivered and committed; binaries before that line logged "reached the end
             # offsets" until their merge was complete, so the last such line is their end.
+            if "reached the end offsets" in line:
+                self.reached_end_at = now
             if "bounded run done" in line or ("reached the end offsets" in line and not self.saw_done_line):
                 self.saw_done_line = "bounded run done" in line
                 self.done_at = now
@@ -114,7 +122,10 @@ def main():
     ap.add_argument("--duplicates", action="store_true",
                     help="after the run, read events.enriched (kcat) and count records written more than once")
     ap.add_argument("--logs", default=None,
-                    help="a directory to write each worker's log to (worker-N.log), to see its rebalances")
+                    help="a directory to write each worker's log to (worker-N.log, each line with the seconds since "
+                         "the first assignment), to see its rebalances and its tail")
+    ap.add_argument("--log-level", default="info",
+                    help="the workers' log level (debug shows each commit and more; it costs a little)")
     args = ap.parse_args()
     binary = args.bin or release_bin()
     recording = os.path.abspath(args.recording)
@@ -145,7 +156,7 @@ def main():
             broker_cpu_before = proc_cpu_seconds(broker.pid)
             busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
             try:
-                workers = [Worker(binary, args.pipeline, env, i) for i in range(args.workers)]
+                workers = [Worker(binary, args.pipeline, env, i, args.log_level) for i in range(args.workers)]
                 cpu = [w.wait(args.timeout) for w in workers]
             finally:
                 for b in busy:
@@ -161,8 +172,11 @@ def main():
     if args.logs:
         os.makedirs(args.logs, exist_ok=True)
         for w in workers:
+            # Each line with the seconds since the first assignment of the run (the span's start), to see the tail.
+            t0 = min((x.assigned_at for x in workers if x.assigned_at is not None), default=None)
             with open(os.path.join(args.logs, f"worker-{w.index}.log"), "w") as f:
-                f.write("\n".join(w.lines) + "\n")
+                for t, line in zip(w.line_times, w.lines):
+                    f.write((f"{t - t0:+8.3f} " if t0 is not None else "") + line + "\n")
     failed = [w for w in workers if w.status != 0]
     for w in failed:
         sys.stderr.write(f"worker {w.index} exited {w.status}; its last lines:\n" + "\n".join(w.lines[-20:]) + "\n")
@@ -176,6 +190,8 @@ def main():
         "partitions": p,
         "seconds_assignment_to_end": round(span, 3),
         "events_per_second": round(events / span),
+        # Per worker: seconds from its last "reached the end offsets" to its end (the tail of a bounded run).
+        "tail_seconds": [round(w.done_at - w.reached_end_at, 3) if w.reached_end_at else None for w in workers],
         "worker_cpu_seconds": [round(c, 3) for c in cpu],
         "events_per_worker_cpu_second": round(events / sum(cpu)),
         "broker_cpu_seconds": round(broker_cpu, 3),

@@ -23,9 +23,10 @@ public final class ProducerTopic {
 
 /// A Kafka producer (idempotent by default).
 ///
-/// Threading: not thread-safe as a Swift object: use it from one thread (typically the worker's
-/// polling thread). Delivery reports (`onDelivery`) and errors (`onError`) are called on that
-/// thread, from inside `poll()`, `flush()` and a `produce()` that waits for queue room.
+/// Threading: not thread-safe as a Swift object: use it from one thread (typically a worker's sender
+/// thread). Delivery reports (`onDelivery`) and errors (`onError`) are called on that thread, from inside
+/// `poll()`, `flush()` and a `produce()` that waits for queue room. `wakePoll()`, `fatalError()` and
+/// `outstanding` may be called from any thread.
 ///
 /// Lifetime: `flush()` before releasing it; messages still queued when it is destroyed are dropped
 /// without delivery reports.
@@ -35,18 +36,26 @@ public final class KafkaProducer {
     private var topics: [String: ProducerTopic] = [:]
     /// Non-NULL pointer for empty values: librdkafka sends a NULL payload as a tombstone.
     private let emptyPayload: UnsafeMutableRawPointer
+    /// The queue `poll()` serves (delivery reports, errors), for `wakePoll()`; destroyed in deinit before the handle.
+    private let mainQueue: OpaquePointer
 
     /// Defaults added under the caller's `config` (the caller wins). `murmur2_random` hashes keys
     /// like the Java client (keyless messages go to random partitions).
     public static let defaultConfig: [String: String] = [
         "enable.idempotence": "true",
         "acks": "all",
-        "compression.type": "zstd",
+        // lz4 rather than zstd: compressing the outputs was the biggest share of librdkafka's CPU in a worker
+        // (zstd level 1: about 1.3 CPU s of the producer thread per bench-3k run, lz4 about 0.8), and on a
+        // machine whose cores the stages, librdkafka and the broker share, that is throughput. lz4 writes about
+        // 1.6 times zstd level 1's bytes on event JSON (9 against 15 times smaller than the JSON). A user's
+        // `compression.type` wins (`producer.kafka`). See bench/README.md (issue 16, session 8).
+        "compression.type": "lz4",
         // librdkafka compresses each message set with a fresh context (Debian's 2.0.2 does not pass zstd the
         // input size, so level 3 sets up and clears 768 KiB of tables per set): small sets made that the
         // bigger part of a worker's producer CPU. Level 1 (about 48 KiB of tables, ratio within a few percent on
         // JSON) and 50 ms of lingering (sets of hundreds of records per partition instead of tens) cut the
-        // worker's CPU through a broker by a third (bench/README.md, "Where a worker waited").
+        // worker's CPU through a broker by a third (bench/README.md, "Where a worker waited"). For lz4, level 1
+        // is its fast mode (levels from 3 on are lz4-HC).
         "compression.level": "1",
         "linger.ms": "50",
         "partitioner": "murmur2_random",
@@ -70,10 +79,18 @@ public final class KafkaProducer {
             rd_kafka_conf_set_dr_msg_cb(conf, producerDeliveryCallback)
         }
         emptyPayload = .allocate(byteCount: 1, alignment: 1)
+        mainQueue = rd_kafka_queue_get_main(handle.rk)!
     }
 
     deinit {
+        rd_kafka_queue_destroy(mainQueue)
         emptyPayload.deallocate()
+    }
+
+    /// Makes a `poll()` waiting on another thread return now (or the next one at once, if none is waiting):
+    /// how a sender thread that waits for delivery reports learns that there is more to produce. Thread-safe.
+    public func wakePoll() {
+        rd_kafka_queue_yield(mainQueue)
     }
 
     /// Called for each delivery report with the message's token and nil on success, or a

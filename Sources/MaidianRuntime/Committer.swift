@@ -82,7 +82,9 @@ final class Committer {
             try target.commit(offsets)
             target.committed()
             for (tp, c) in offsets {
-                if let s = topics.slot(tp), uncommitted[s] == c.offset { uncommitted[s] = nil }
+                guard let s = topics.slot(tp) else { continue }
+                if uncommitted[s] == c.offset { uncommitted[s] = nil }
+                books[s.lane][s.partition].lastCommitted = c.offset
             }
             return uncommitted.isEmpty
         } catch let e as KafkaError where e.isRebalanceError {

@@ -17,9 +17,9 @@ struct LoopProfile {
         case poll
         /// Decode and stages, the merger, window ticks.
         case stages
-        /// Handing outputs to the producer (copies; waits for room when its queue is full).
+        /// Registering outputs with the tracker and handing them to the sender thread (waits while it is behind).
         case produce
-        /// Serving delivery reports (`producer.poll`).
+        /// Taking the offsets the sender's delivery reports completed, for the next commit.
         case deliveries
         /// Commit round trips.
         case commits
@@ -49,6 +49,9 @@ struct LoopProfile {
     private(set) var emptyPolls = 0
     /// Time spent in polls that returned no record.
     private(set) var emptyPollTime: Duration = .zero
+    /// The CPU time of the thread that produced the outputs and served their delivery reports
+    /// (`OutputSender`), once it stopped; nil before.
+    var senderCPU: Duration?
 
     /// Adds the time since `start` to `phase`; returns now (the next phase's start).
     @discardableResult
@@ -91,6 +94,7 @@ struct LoopProfile {
         }
         parts.append("empty_polls=\(seconds(emptyPollTime))s/\(emptyPolls)")
         parts.append("thread_cpu=" + Phase.allCases.map { "\($0.name):\(seconds(cpu[$0.rawValue]))" }.joined(separator: ","))
+        if let senderCPU { parts.append("sender_cpu=\(seconds(senderCPU))") }
         return parts.joined(separator: " ")
     }
 }

@@ -6,7 +6,8 @@
 /// Only commit points move a partition's offset: stateful stages attribute what a batch completes (closed
 /// windows, visits, merged counts) to the partition's last record in the batch, so an offset inside a
 /// batch could be committed while outputs caused by the records before it are still undelivered.
-/// Not thread-safe: delivery reports are served on the worker thread (producer poll/flush).
+/// Not thread-safe: the worker registers records and the sender thread counts delivery reports down, both
+/// under `OutputSender`'s lock (`withLedger`).
 final class OffsetTracker {
     struct Entry {
         var partition: Slot

@@ -49,6 +49,10 @@ struct PartitionState {
     /// commits only move forward. Re-read records end there, and a replay point is asked for increasing
     /// offsets only (`PartitionClock` forgets what older offsets would need).
     var committedFloor: Int64?
+    /// The group's committed offset as this worker last knew it: read at assignment, or its own commit that
+    /// succeeded (nil: none seen). A partition given back whose committed offset is still this one was
+    /// committed by nobody else meanwhile (see `RebalanceHandler.startOffsets`).
+    var lastCommitted: Int64?
     /// Partials lane only: after each batch that read the partition, the next offset and the merger's replay
     /// point at that moment (a commit of that offset carries that point, not the merger's later state).
     var mergerPoints: [(next: Int64, point: ReplayPoint)] = []

@@ -111,10 +111,23 @@ final class RebalanceHandler {
             let tp = topics.topicPartition(s)
             let book = books[s.lane]
             let c = committed[tp]
-            if book.takeRevokedPending(s.partition), let pos = book[s.partition].position, c?.offset == pos {
-                continue  // given back after an eager rebalance: the state in memory is current
+            if book.takeRevokedPending(s.partition), let pos = book[s.partition].position {
+                if c?.offset == pos { continue }  // given back after an eager rebalance: the state in memory is current
+                // Given back, but what it delivered is not committed: the group refused the commits while it
+                // rebalanced (a member that keeps missing the join makes round after round). Nobody committed
+                // the partition meanwhile (the committed offset is still the one this worker last knew), so
+                // the state in memory is still current: read on from the position; the refused commit is
+                // still pending and goes out with the next. Dropping the state here restarted the partition
+                // from its old commit (or the beginning) and wrote everything since again: 12-32% duplicates
+                // on `events.enriched` in two-worker runs on a busy machine (bench/README.md, session 8).
+                if c?.offset == book[s.partition].lastCommitted, (c?.offset ?? 0) <= pos {
+                    logger.info("\(tp): given back with offsets up to \(pos) delivered but not committed (committed: \(c.map { "\($0.offset)" } ?? "none"), as before): reading on from \(pos) with the state in memory")
+                    starts[tp] = pos
+                    continue
+                }
             }
             drop([s])
+            book[s.partition].lastCommitted = c?.offset
             guard let c else { continue }
             book[s.partition].position = c.offset
             book[s.partition].committedFloor = c.offset

@@ -7,7 +7,8 @@ import MaidianPipeline
 /// produced. Those refused for their size wait here for a `too_large` dead letter (wire format §1); every
 /// refusal is counted and logged, sampled.
 ///
-/// Not thread-safe: delivery reports are served on the worker thread (producer poll/flush).
+/// Not thread-safe: the sender thread keeps refusals and the worker takes them, both under `OutputSender`'s
+/// lock (`withLedger`).
 final class RefusedOutputs {
     /// A refused output kept for its dead letter: its first bytes and why.
     struct Kept {

@@ -67,8 +67,8 @@ public struct WorkerOptions: Sendable {
 /// A consumer-group worker: polls the raw topic in batches on a dedicated thread, runs the pipeline, produces
 /// outputs and stores each input offset only once all outputs derived from it are delivered.
 ///
-/// All Kafka calls, stage work and delivery reports happen on the thread that calls `run()`;
-/// `requestStop()` may be called from anywhere.
+/// Polls, stage work and commits happen on the thread that calls `run()`; outputs are produced and their
+/// delivery reports served on a second thread (`OutputSender`). `requestStop()` may be called from anywhere.
 public final class Worker: Sendable {
     // Why Sendable: the mutable state lives in `State`, touched only by the thread inside `run()`;
     // the stop flag is atomic.
@@ -128,14 +128,20 @@ private final class State: RebalanceHost {
     let engine: PipelineEngine
     let consumer: KafkaConsumer
     let producer: KafkaProducer
-    let tracker = OffsetTracker()
+    /// Produces the outputs and counts their delivery reports (in its `OffsetTracker`) on a thread of its own.
+    let sender: OutputSender
     let liveness: Liveness
     var batch = EventBatch()
     /// Records of a poll past the batch bound (`source.limits.max_batch_bytes`): the next batch.
     var rest = EventBatch()
     var output = OutputBuffer()
     var internalRecords: [InternalRecord] = []
-    var producerTopics: [Int32: ProducerTopic] = [:]
+    /// Per output of the batch: its delivery token (`OutputSender.skip`: not produced). Reused.
+    var messageTokens: [UInt64] = []
+    /// The output topics' names as produced (`options.outputTopicSuffix`), by index; rebuilt when topics are added.
+    var producedTopicNames: [String] = []
+    /// `output.deadLetterTopic` as last told to the sender.
+    var deadLetterIndex: Int32 = -1
     /// Everything kept per partition, per lane.
     let books: PartitionBooks
     let topics: LaneTopics
@@ -143,8 +149,6 @@ private final class State: RebalanceHost {
     /// Lazy: the worker is its host.
     lazy var rebalances = RebalanceHandler(
         topics: topics, books: books, committer: committer, sourceKeepsState: engine.stateHorizon > 0, host: self, logger: logger)
-    /// Outputs Kafka refused for good, and those waiting for their `too_large` dead letter.
-    let refused: RefusedOutputs
     let sourceTopic: String
     /// The stage that repartitions through an internal topic, and that topic.
     let repartitioning: (any Repartitioning)?
@@ -179,7 +183,6 @@ private final class State: RebalanceHost {
         self.sourceTopic = spec.source.topic
         try spec.requireOutputs()
         self.engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
-        self.refused = RefusedOutputs(dropped: engine.live.outputsDropped, logger: logger)
         self.repartitioning = engine.repartitioning
         self.internalTopic = repartitioning.map { $0.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: spec.source.group) }
 
@@ -236,19 +239,13 @@ private final class State: RebalanceHost {
                 sourceKeepsState: engine.stateHorizon > 0,
                 committed: { status?.committed() }),
             logger: logger)
+        // Last: it starts a thread, which nothing above may leave behind by throwing.
+        sender = OutputSender(producer: producer, dropped: engine.live.outputsDropped, logger: logger)
     }
 
     func run(stop: @escaping () -> Bool) throws {
-        producer.onDelivery = { [refused, tracker] token, error in
-            if let error, error.isPermanentForMessage {
-                // Kafka will never take this message: stopping would only refuse it again on every restart.
-                refused.refusedForGood(error, token: token)
-                tracker.delivered(token: token, error: nil)
-                return
-            }
-            tracker.delivered(token: token, error: error.map { "\($0)" })
-        }
-        producer.onRefused = { [weak self] token, error, topic, value in self?.keepRefused(token: token, error: error, topic: topic, value: value) }
+        // Whatever ends the run: the sender thread ends with it (after a clean end it has nothing left to produce).
+        defer { sender.stop(discard: true) }
         consumer.onRebalance = { [unowned self] event in
             self.rebalances.handle(event)
             self.liveness.beat()  // a handler may block (flush, commit): that is progress, not a stall
@@ -369,10 +366,9 @@ private final class State: RebalanceHost {
             try produceOutputs()
             if !batch.records.isEmpty || !internalRecords.isEmpty { reportBatch(since: polled) }
             phaseStart = profile.add(.produce, since: phaseStart)
-            _ = producer.poll(timeout: .zero)
-            phaseStart = profile.add(.deliveries, since: phaseStart)
             try checkFailure()
             storeOffsets()
+            phaseStart = profile.add(.deliveries, since: phaseStart)
             if let failure = rebalances.failure { throw failure }
             // No commits between a revocation and the next assignment: librdkafka completes the unassign
             // (and rejoins) only once no commit is outstanding.
@@ -420,6 +416,7 @@ private final class State: RebalanceHost {
         try drain()
         if !finished && !committer.commit(final: true) { try awaitCommitAfterRebalance() }
         try consumer.close()
+        profile.senderCPU = sender.stop()
         logger.info("loop profile: \(profile.summary)")
         logger.notice("worker stopped; what each stage did:")
         for line in engine.summaryLines() { logger.notice("  \(line)") }
@@ -506,9 +503,9 @@ private final class State: RebalanceHost {
         }
     }
 
-    /// Produces the batch's outputs, registering each record with the tracker first. Outputs of records
-    /// re-read to rebuild state are not produced again. A partition's offset may be committed only past its
-    /// last record in the batch: that record carries what the batch completed (see `OffsetTracker`).
+    /// Hands the batch's outputs to the sender, registering each record with the tracker first. Outputs of
+    /// records re-read to rebuild state are not produced again. A partition's offset may be committed only past
+    /// its last record in the batch: that record carries what the batch completed (see `OffsetTracker`).
     func produceOutputs() throws {
         try produceRefused()
         divertOversizedOutputs()
@@ -522,42 +519,31 @@ private final class State: RebalanceHost {
         for (r, rec) in batch.records.enumerated() where rec.status != .dropped { last[Slot(lane: .source, partition: rec.partition)] = r }
         for (k, rec) in internalRecords.enumerated() { last[Slot(lane: .partials, partition: rec.partition)] = batch.records.count + k }
         var tokens = [UInt64](repeating: OffsetTracker.stateToken, count: n)
-        for (r, rec) in batch.records.enumerated() where rec.status != .dropped {
-            let s = Slot(lane: .source, partition: rec.partition)
-            tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
-        }
-        for (k, rec) in internalRecords.enumerated() {
-            let r = batch.records.count + k
-            let s = Slot(lane: .partials, partition: rec.partition)
-            tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
-        }
-        for m in output.messages where m.record < 0 {
-            _ = m
-            tracker.addOutputs(token: OffsetTracker.stateToken, 1)
-        }
-        try output.bytes.withUnsafeBytes { bytes in
-            for m in output.messages {
-                if m.record >= 0 && replayed[Int(m.record)] { continue }
-                let topic = try producerTopic(m.topic)
-                let key = m.key.isPresent ? UnsafeRawBufferPointer(rebasing: bytes[Int(m.key.start)..<Int(m.key.end)]) : UnsafeRawBufferPointer(start: nil, count: 0)
-                let value = UnsafeRawBufferPointer(rebasing: bytes[Int(m.value.start)..<Int(m.value.end)])
-                let token = m.record >= 0 ? tokens[Int(m.record)] : OffsetTracker.stateToken
-                if Int(m.topic) >= producedSinceReport.count { producedSinceReport += Array(repeating: 0, count: Int(m.topic) + 1 - producedSinceReport.count) }
-                producedSinceReport[Int(m.topic)] += 1
-                do {
-                    try producer.produce(topic, partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
-                } catch let e as KafkaError {
-                    if e.isPermanentForMessage {
-                        refused.refusedForGood(e)
-                        tracker.delivered(token: token, error: nil)
-                        continue
-                    }
-                    // librdkafka refuses at once what it knows cannot be delivered (a topic in a permanent error).
-                    if e.code == .fatal { throw RuntimeError(.fatal, "librdkafka raised a fatal error; stopping without committing", underlying: e) }
-                    throw RuntimeError(.delivery, "an output could not be delivered (refused when produced); stopping without committing past it", underlying: e)
-                }
+        let stateOutputs = output.messages.reduce(into: Int32(0)) { if $1.record < 0 { $0 += 1 } }
+        // Before the outputs are handed over: a delivery report must find its record registered.
+        sender.withLedger { tracker, _ in
+            for (r, rec) in batch.records.enumerated() where rec.status != .dropped {
+                let s = Slot(lane: .source, partition: rec.partition)
+                tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
             }
+            for (k, rec) in internalRecords.enumerated() {
+                let r = batch.records.count + k
+                let s = Slot(lane: .partials, partition: rec.partition)
+                tokens[r] = tracker.add(partition: s, offset: rec.offset, outputs: perRecord[r], commitPoint: last[s] == r)
+            }
+            if stateOutputs > 0 { tracker.addOutputs(token: OffsetTracker.stateToken, stateOutputs) }
         }
+        messageTokens.removeAll(keepingCapacity: true)
+        for m in output.messages {
+            if m.record >= 0 && replayed[Int(m.record)] {
+                messageTokens.append(OutputSender.skip)
+                continue
+            }
+            messageTokens.append(m.record >= 0 ? tokens[Int(m.record)] : OffsetTracker.stateToken)
+            if Int(m.topic) >= producedSinceReport.count { producedSinceReport += Array(repeating: 0, count: Int(m.topic) + 1 - producedSinceReport.count) }
+            producedSinceReport[Int(m.topic)] += 1
+        }
+        sendBatchOutputs()
         for lane in Lane.allCases {
             for (p, until, took) in books[lane].finishRebuilds() {
                 logger.info("\(topics.topicPartition(Slot(lane: lane, partition: p))): state rebuilt up to offset \(until)\(took.map { " (\(until - $0.from) records re-read in \((ContinuousClock.now - $0.at).rounded))" } ?? "")")
@@ -593,34 +579,56 @@ private final class State: RebalanceHost {
         ])
     }
 
-    /// A delivery report refused an output for good (before `onDelivery` counts it): one kept for a dead
-    /// letter makes its record wait for that.
-    func keepRefused(token: UInt64, error: KafkaError, topic: String, value: UnsafeRawBufferPointer) {
-        let deadLetters = output.deadLetterTopic >= 0 ? output.topics[Int(output.deadLetterTopic)] + options.outputTopicSuffix : nil
-        if refused.keep(token: token, error: error, topic: topic, value: value, deadLetterTopic: deadLetters) {
-            tracker.addOutputs(token: token, 1)
+    /// Hands outputs (with their tokens in `messageTokens`) to the sender, with the topics' names as produced;
+    /// the arrays come back empty (recycled).
+    func sendOutputs(_ bytes: inout [UInt8], _ messages: inout [OutputMessage]) {
+        refreshTopicNames()
+        sender.send(bytes: &bytes, messages: &messages, tokens: &messageTokens, topics: producedTopicNames)
+    }
+
+    /// Hands the batch's outputs (`output`) to the sender.
+    func sendBatchOutputs() {
+        // Through locals: two inout accesses to `output` at once would overlap (exclusivity).
+        var bytes: [UInt8] = [], messages: [OutputMessage] = []
+        swap(&bytes, &output.bytes)
+        swap(&messages, &output.messages)
+        sendOutputs(&bytes, &messages)
+        swap(&bytes, &output.bytes)
+        swap(&messages, &output.messages)
+    }
+
+    /// The output topics' names as produced, and the dead-letter topic's for the sender, when topics were added.
+    func refreshTopicNames() {
+        if producedTopicNames.count != output.topics.count || deadLetterIndex != output.deadLetterTopic {
+            producedTopicNames = output.topics.map { name in
+                name == internalTopic || options.liveTopics.contains(name) ? name : name + options.outputTopicSuffix
+            }
+            deadLetterIndex = output.deadLetterTopic
+            sender.setDeadLetterTopic(deadLetterIndex >= 0 ? producedTopicNames[Int(deadLetterIndex)] : nil)
         }
     }
 
     /// Produces the dead letters of the outputs Kafka refused for good since the last call.
     func produceRefused() throws {
-        guard !refused.waiting.isEmpty else { return }
-        let deadLetters = try producerTopic(output.deadLetterTopic)
-        for r in refused.takeWaiting() {
-            let from = tracker.record(token: r.token).map { record in
+        let waiting = sender.withLedger { tracker, refused in
+            refused.waiting.isEmpty ? [] : refused.takeWaiting().map { ($0, tracker.record(token: $0.token)) }
+        }
+        // Non-empty only with a dead-letter topic: outputs are kept for one only when the sender knows it.
+        guard !waiting.isEmpty else { return }
+        var letters = OutputBuffer()
+        messageTokens.removeAll(keepingCapacity: true)
+        for (r, record) in waiting {
+            let from = record.map { record in
                 OutputWriter.OutputSource(topic: topics.topicPartition(record.partition).topic, partition: record.partition.partition, offset: record.offset, key: nil)
             }
-            var bytes: [UInt8] = []
-            r.head.withUnsafeBytes { OutputWriter.writeTooLarge(topic: r.topic, head: $0, detail: r.detail, source: from, into: &bytes) }
+            let start = letters.begin()
+            r.head.withUnsafeBytes { OutputWriter.writeTooLarge(topic: r.topic, head: $0, detail: r.detail, source: from, into: &letters.bytes) }
+            // Each dead letter completes the record its refused output came from (its token).
+            letters.finish(topic: output.deadLetterTopic, record: -1, keyStart: start, valueStart: start, hasKey: false)
+            messageTokens.append(r.token)
             engine.live.outputsTooLarge.add(1)
-            do {
-                try bytes.withUnsafeBytes { try producer.produce(deadLetters, key: UnsafeRawBufferPointer(start: nil, count: 0), value: $0, token: r.token) }
-            } catch let e as KafkaError {
-                if !e.isPermanentForMessage { throw RuntimeError(.delivery, "a dead letter could not be produced; stopping without committing past it", underlying: e) }
-                refused.refusedForGood(e)
-                tracker.delivered(token: r.token, error: nil)
-            }
         }
+        sendOutputs(&letters.bytes, &letters.messages)
     }
 
     /// Tells the status (metrics) how long the batch took since `polled`, its newest live event time, and
@@ -649,26 +657,21 @@ private final class State: RebalanceHost {
         }
     }
 
-    func producerTopic(_ index: Int32) throws -> ProducerTopic {
-        if let t = producerTopics[index] { return t }
-        let name = output.topics[Int(index)]
-        let t = try producer.topic(name == internalTopic || options.liveTopics.contains(name) ? name : name + options.outputTopicSuffix)
-        producerTopics[index] = t
-        return t
-    }
-
     func checkFailure() throws {
         if let f = producer.fatalError() ?? consumer.fatalError() {
             throw RuntimeError(.fatal, "librdkafka raised a fatal error; stopping without committing", underlying: f)
         }
-        if let f = tracker.firstFailure {
+        if let f = sender.failure { throw f }
+        if let f = sender.withLedger({ tracker, _ in tracker.firstFailure }) {
             throw RuntimeError(.delivery, "an output could not be delivered; stopping without committing past it: \(f)")
         }
     }
 
     func storeOffsets() {
-        tracker.advance()
-        committer.store(tracker.takeAdvanced())
+        committer.store(sender.withLedger { tracker, _ in
+            tracker.advance()
+            return tracker.takeAdvanced()
+        })
     }
 
     /// Delivers everything in flight and stores the offsets it covers.
@@ -677,11 +680,11 @@ private final class State: RebalanceHost {
         profile.startCPU()
         defer { profile.add(.flush, since: start) }
         do {
-            try producer.flush(timeout: options.flushTimeout)
+            try sender.flush(timeout: options.flushTimeout)
             // Outputs refused during the flush are dead-lettered, and those dead letters delivered too.
-            while !refused.waiting.isEmpty {
+            while sender.withLedger({ !$1.waiting.isEmpty }) {
                 try produceRefused()
-                try producer.flush(timeout: options.flushTimeout)
+                try sender.flush(timeout: options.flushTimeout)
             }
         } catch let e as RuntimeError {
             throw e

@@ -108,6 +108,28 @@ final class KafkaProducerTests: XCTestCase {
         }
     }
 
+    /// A sender thread waiting in `poll` for delivery reports learns of new outputs at once, not at the end of
+    /// its timeout; a wake with no poll waiting makes the next one return at once.
+    func testWakePollEndsAWaitingPollEarly() throws {
+        let logger = KafkaTestSupport.logger("producer-wake-test")
+        let producer = try KafkaProducer(config: ["bootstrap.servers": "127.0.0.1:1"], logger: logger)
+        producer.wakePoll()
+        var start = ContinuousClock.now
+        producer.poll(timeout: .seconds(10))
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(5), "a wake before the poll")
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let p = producer
+        start = ContinuousClock.now
+        Thread {
+            p.poll(timeout: .seconds(10))
+            done.signal()
+        }.start()
+        Thread.sleep(forTimeInterval: 0.2)
+        producer.wakePoll()
+        XCTAssertEqual(done.wait(timeout: .now() + 5), .success, "the poll still waits")
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(5))
+    }
+
     /// The worker sizes its outputs from this (issue 13, class 3).
     func testMaxMessageBytesIsTheConfiguredProperty() throws {
         let logger = KafkaTestSupport.logger("producer-test")

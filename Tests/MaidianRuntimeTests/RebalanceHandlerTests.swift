@@ -19,6 +19,8 @@ final class RebalanceHandlerTests: XCTestCase {
         var restored: [Slot: ReplayPoint] = [:]
         var changes: [Bool] = []
         var sent: [[TopicPartition: CommittedOffset]] = []
+        /// Commits fail with this (a rebalancing group's refusal), when set.
+        var refuse: KafkaError?
         func drain() throws {
             drains += 1
             if let drainError { throw drainError }
@@ -41,7 +43,10 @@ final class RebalanceHandlerTests: XCTestCase {
         let committer = Committer(
             topics: topics, books: books,
             target: .init(
-                commit: { [unowned host] in host.sent.append($0) }, isFatal: { false },
+                commit: { [unowned host] in
+                    if let refuse = host.refuse { throw refuse }
+                    host.sent.append($0)
+                }, isFatal: { false },
                 sourcePoint: { _, next in ReplayPoint(offset: next, maxEventTime: nil) }, sourceKeepsState: true),
             logger: logger)
         let handler = RebalanceHandler(topics: topics, books: books, committer: committer, sourceKeepsState: true, host: host, logger: logger)
@@ -78,6 +83,41 @@ final class RebalanceHandlerTests: XCTestCase {
         XCTAssertNil(t.books.partials[0].position)
         XCTAssertEqual(t.books.source.revokedPending, [])
         XCTAssertEqual(t.host.changes, [true, false, true])
+    }
+
+    /// A group that keeps rebalancing refuses every commit: a partition given back with its delivered offsets
+    /// uncommitted keeps its state and is read on from its position, as long as nobody committed it meanwhile;
+    /// one that another member committed meanwhile is rebuilt from that commit.
+    func testAPartitionGivenBackWithItsCommitRefusedKeepsItsStateUnlessAnotherMemberCommittedIt() {
+        let t = parts()
+        let h = t.handler
+        let point = ReplayPoint(offset: 5, maxEventTime: 1).metadata
+        t.host.committed = [raw(0): CommittedOffset(offset: 10, metadata: point), raw(1): CommittedOffset(offset: 10, metadata: point)]
+        h.handle(.assigned([raw(0), raw(1), raw(2)]))
+        XCTAssertEqual(h.startOffsets([raw(0), raw(1), raw(2)]), [raw(0): 5, raw(1): 5])
+        for p: Int32 in [0, 1, 2] {
+            t.books.source[p].position = 30
+            t.books.source[p].replayUntil = nil
+        }
+        t.host.refuse = KafkaError(.commit, "rebalancing", rdkafkaCode: 27)  // REBALANCE_IN_PROGRESS
+        t.handler.committer.store([Slot(lane: .source, partition: 0): 30, Slot(lane: .source, partition: 1): 30, Slot(lane: .source, partition: 2): 30])
+        h.handle(.revoked([raw(0), raw(1), raw(2)]))
+        XCTAssertEqual(t.host.sent.count, 0, "refused")
+        // Given back: partition 0 still committed at 10 and 2 still at none (as this worker last knew them),
+        // partition 1 committed at 20 by another member meanwhile.
+        t.host.committed = [raw(0): CommittedOffset(offset: 10, metadata: point), raw(1): CommittedOffset(offset: 20, metadata: ReplayPoint(offset: 12, maxEventTime: 1).metadata)]
+        h.handle(.assigned([raw(0), raw(1), raw(2)]))
+        XCTAssertEqual(h.startOffsets([raw(0), raw(1), raw(2)]), [raw(0): 30, raw(2): 30, raw(1): 12])
+        XCTAssertEqual(t.books.source[0].position, 30)
+        XCTAssertEqual(t.books.source[2].position, 30)
+        XCTAssertNil(t.books.source[0].replayUntil, "nothing re-read: the state in memory is current")
+        XCTAssertEqual(t.books.source[1].replayUntil, 20)
+        XCTAssertEqual(t.host.forgotten, ["source:[0]", "source:[1]", "source:[2]", "source:[1]"], "the first assignment, then only 1")
+        // The refused commits are still pending and go out once the group takes commits again.
+        t.host.refuse = nil
+        t.handler.committer.commit(final: true)
+        XCTAssertEqual(t.host.sent.last?[raw(0)]?.offset, 30)
+        XCTAssertEqual(t.host.sent.last?[raw(2)]?.offset, 30)
     }
 
     func testAPartitionFromAnotherWorkerRereadsFromItsReplayPoint() {
