@@ -35,6 +35,8 @@ let package = Package(
         .systemLibrary(name: "CMaxMindDB", pkgConfig: "libmaxminddb", providers: [.apt(["libmaxminddb-dev"])]),
         // Multi-pattern regex scan for `identifier_regex` rules (Vectorscan provides the same `libhs`).
         .systemLibrary(name: "CHyperscan", pkgConfig: "libhs", providers: [.apt(["libhyperscan-dev"]), .brew(["vectorscan"])]),
+        // A prefetch hint for the match stage's per-event loop (a header, no library): MaidianEvents imports it.
+        .systemLibrary(name: "CPrefetch"),
 
         .target(
             name: "MaidianKafka",
@@ -42,7 +44,7 @@ let package = Package(
         ),
         .target(
             name: "MaidianEvents",
-            dependencies: ["CZstd"],
+            dependencies: ["CZstd", "CPrefetch"],
             swiftSettings: hotPath
         ),
         .target(

@@ -192,6 +192,7 @@ public final class MatchStage: Stage {
         let ignoredPageBytes = self.ignoredPageBytes, ignoredLengths = self.ignoredLengths
         var matched = 0
         for i in 0..<batch.eventCount {
+            batch.prefetch(event: i + Self.prefetchDistance)
             let ev = batch.head(i)
             guard ev.isLive, ev.isTrack, ev.eventName.isPresent else { continue }
             // The pipeline's roles: page leaves are looked at only to mark ignored pages for later stages.
@@ -224,6 +225,10 @@ public final class MatchStage: Stage {
             writeAlerts(watchdog.alerts(), topic: health.topic, record: batch.recordIndex(of: batch.eventCount - 1), &output)
         }
     }
+
+    /// How many events ahead of the loop `process` asks for an event's properties and text to be loaded.
+    /// Two: an event takes a few hundred nanoseconds, about a memory latency or two (1, 2 and 4 measured alike).
+    static let prefetchDistance = 2
 
     /// Counts one page view or click for the watchdog: its page and app version as raw bytes (escaped or
     /// replaced ones are left out: rare, and a count is an estimate of traffic).

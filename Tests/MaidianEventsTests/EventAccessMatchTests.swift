@@ -94,4 +94,12 @@ final class EventAccessMatchTests: XCTestCase {
             XCTAssertEqual(b.scratchEnd, start + expected.count)
         }
     }
+
+    /// A hint: any index, in range or not, leaves the batch as it was.
+    func testPrefetchIsOnlyAHint() {
+        let b = batch([#"{"type":"track","event":"e","time":1763700000000,"distinct_id":"abc","properties":{"a":1}}"#])
+        for i in [-1, 0, 1, 1000] { b.prefetch(event: i) }
+        XCTAssertEqual(b.eventCount, 1)
+        XCTAssertEqual(b.head(0).properties.count, 1)
+    }
 }
