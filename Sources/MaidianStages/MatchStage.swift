@@ -121,14 +121,32 @@ public final class MatchStage: Stage {
     let healthAlerts: StageCounter?
 
     /// Loads and compiles the rules file.
-    public init(config: Config, context: StageContext) throws {
+    public convenience init(config: Config, context: StageContext) throws {
         let path = context.resolvePath(config.rules)
         let stamp = GeoFileStamp(path: path)
         let since = config.rulesChangedSince.map { context.resolvePath($0) }
-        changedSince = since
-        matcher = try RuleMatcher(rules: Self.load(path, changedSince: since))
-        rulesPath = path
-        watch = config.reload ? FileWatch(path: path, every: .milliseconds(config.reloadCheck.milliseconds), loaded: stamp) : nil
+        let matcher = try RuleMatcher(rules: Self.load(path, changedSince: since))
+        let watch = config.reload ? FileWatch(path: path, every: .milliseconds(config.reloadCheck.milliseconds), loaded: stamp) : nil
+        let health = config.healthTopic.map {
+            ($0, RulesWatchdog.Options(minEvents: config.healthMinEvents, dropRatio: config.healthDropRatio), Duration.milliseconds(config.healthCheck.milliseconds))
+        }
+        self.init(matcher: matcher, context: context, health: health, file: (path, since, watch))
+    }
+
+    /// Builds the stage from already loaded rules (tests); no reloading. `health`: the watchdog's topic, options
+    /// and check interval (nil: none).
+    public convenience init(matcher: RuleMatcher, context: StageContext, health: (topic: String, options: RulesWatchdog.Options, every: Duration)? = nil) {
+        self.init(matcher: matcher, context: context, health: health, file: nil)
+    }
+
+    /// The one place that sets the stage up, so both ways in register the same counters. `file`: the rules
+    /// file's path, `rules_changed_since` resolved, and its reload watch (nil: rules given in code).
+    private init(matcher: RuleMatcher, context: StageContext, health: (topic: String, options: RulesWatchdog.Options, every: Duration)?,
+                 file: (path: String, changedSince: String?, watch: FileWatch?)?) {
+        self.matcher = matcher
+        rulesPath = file?.path
+        changedSince = file?.changedSince
+        watch = file?.watch
         logger = context.logger
         roles = context.roles.table
         matchedCounter = context.counter("matched")
@@ -136,34 +154,11 @@ public final class MatchStage: Stage {
         reloadFailures = context.counter("rules_reload_failures")
         versionCounter = context.gauge("rules_version")
         versionCounter.add()
-        health = config.healthTopic.map {
-            ($0, RulesWatchdog.Options(minEvents: config.healthMinEvents, dropRatio: config.healthDropRatio), .milliseconds(config.healthCheck.milliseconds))
-        }
-        let loaded = matcher
-        watchdog = health.map { RulesWatchdog(matcher: loaded, options: $0.options) }
-        clock = context.clock
-        nextHealthCheck = context.clock.now.advanced(by: health?.every ?? .zero)
-        healthAlerts = health.map { _ in context.counter("rules_health_alerts") }
-    }
-
-    /// Builds the stage from already loaded rules (tests); no reloading. `health`: the watchdog's topic, options
-    /// and check interval (nil: none).
-    public init(matcher: RuleMatcher, context: StageContext, health: (topic: String, options: RulesWatchdog.Options, every: Duration)? = nil) {
         self.health = health
         watchdog = health.map { RulesWatchdog(matcher: matcher, options: $0.options) }
         clock = context.clock
         nextHealthCheck = context.clock.now.advanced(by: health?.every ?? .zero)
         healthAlerts = health.map { _ in context.counter("rules_health_alerts") }
-        self.matcher = matcher
-        rulesPath = nil
-        changedSince = nil
-        logger = context.logger
-        roles = context.roles.table
-        matchedCounter = context.counter("matched")
-        reloads = context.counter("rules_reloads")
-        reloadFailures = context.counter("rules_reload_failures")
-        versionCounter = context.gauge("rules_version")
-        versionCounter.add()
     }
 
     // Property names read per event, compared by length first.
