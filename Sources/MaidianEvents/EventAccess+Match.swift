@@ -104,12 +104,18 @@ extension EventBatch {
     /// first kept property of slot `s`, or -1. A property that is a known one (`Property.known`) goes to slot
     /// `slotOfKnown[known]` (-1: not wanted), found without reading its name; one other name, `extra`, is
     /// compared by its bytes and goes to slot `extraSlot`. `found` keeps its size (every slot is set).
-    @inlinable public func firstProperties(of head: EventHead, slotOfKnown: [Int8], extra: StaticString, extraSlot: Int,
-                                           into found: inout [Int]) {
+    ///
+    /// Returns the lengths of the other names in the same pass: bit `min(n, 63)` is set for each kept property
+    /// of `n` name bytes that `known` does not place (not a known name, or an escaped one). A stage that looks
+    /// for names of its own by their bytes skips that second pass when none of its lengths is set.
+    @inlinable @discardableResult
+    public func firstProperties(of head: EventHead, slotOfKnown: [Int8], extra: StaticString, extraSlot: Int,
+                                into found: inout [Int]) -> UInt64 {
         precondition(extraSlot >= 0 && extraSlot < found.count && slotOfKnown.count >= 256, "slots out of range")
         let lo = Int(head.firstProperty), hi = lo + Int(head.propertyCount)
         precondition(lo >= 0 && hi <= properties.count, "event properties out of range")
         let extraCount = extra.utf8CodeUnitCount
+        var otherLengths: UInt64 = 0
         json.withUnsafeBufferPointer { j in
             properties.withUnsafeBufferPointer { props in
                 slotOfKnown.withUnsafeBufferPointer { known in
@@ -119,6 +125,9 @@ extension EventBatch {
                         while k < hi {
                             let p = props[k]
                             if p.fix != .drop {
+                                if p.known == KnownProperty.none || p.nameEscaped {
+                                    otherLengths |= 1 &<< UInt64(min(p.name.count, 63))
+                                }
                                 if p.known != KnownProperty.none {
                                     let s = Int(known[Int(p.known)])
                                     if s >= 0 && s < f.count && f[s] < 0 { f[s] = k }
@@ -133,6 +142,7 @@ extension EventBatch {
                 }
             }
         }
+        return otherLengths
     }
 }
 

@@ -185,22 +185,42 @@ extension EventProperties {
 /// the set of its patterns that match the value, cached by the value's text. So an event pays per distinct
 /// test and subject it needs, not per rule: thousands of rules that test `$os` or scan `$network_type` cost
 /// one look-up, one scan (or a cache hit) and then a memo read per rule.
+///
+/// A value type for its owner; the state is one `ConditionState` object, so the per-test and per-subject
+/// writes of a check are plain stores (no copy-on-write checks on a dozen arrays per rule).
 public struct ConditionScratch {
-    var stamp: UInt32 = 0
+    let state = ConditionState()
+
+    /// Empty scratch (sized on first use).
+    public init() {}
+}
+
+/// `ConditionScratch`'s state. Not `Sendable`: one thread's scratch.
+final class ConditionState {
+    /// One subject's state for the event whose stamp it holds.
+    struct Subject {
+        /// Stamp of the event whose value is loaded; its kind (`absentKind`: none), its place in `values`.
+        var stamp: UInt32 = 0
+        var kind: UInt8 = ConditionState.absentKind
+        /// 0: not parsed as a number yet, 1: `number` holds it, 2: not a number.
+        var numberState: UInt8 = 0
+        var start: Int32 = 0, count: Int32 = 0
+        var number: Double = 0
+        /// The regex cache slot holding its value's pattern bits, valid when `regexStamp` is the event's.
+        var regexStamp: UInt32 = 0
+        var regexSlot: Int32 = -1
+    }
+
+    private(set) var stamp: UInt32 = 0
+    private(set) var subjectCount = 0, testCount = 0
     /// Per test: `stamp << 1 | result` once evaluated for this event.
-    var testMemo: [UInt32] = []
-    /// Per subject: stamp of the event whose value is loaded; its kind (`absentKind`: none), place in `values`.
-    var subjectStamp: [UInt32] = []
-    var subjectKind: [UInt8] = []
-    var subjectStart: [Int32] = [], subjectCount: [Int32] = []
-    /// Per subject: its value as a number (`numberState` 0: not parsed yet, 1: a number, 2: none).
-    var subjectNumber: [Double] = []
-    var numberState: [UInt8] = []
-    /// Per subject: the regex cache slot holding its value's pattern bits for this event (valid when `regexStamp` is current).
-    var regexStamp: [UInt32] = []
-    var regexSlot: [Int32] = []
-    /// The values of this event's subjects, one after the other.
-    var values: [UInt8] = []
+    private(set) var testMemo = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+    private(set) var subjects = UnsafeMutablePointer<Subject>.allocate(capacity: 1)
+    /// The values of this event's subjects, one after the other (`valueCount` bytes of `valueCapacity`).
+    private(set) var values = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
+    private(set) var valueCount = 0
+    private var valueCapacity = 256
+    /// A string value with escapes, decoded (rare).
     var decoded: [UInt8] = []
     /// `regexSlotsPerSubject` direct-mapped slots per subject: a text and the bits of the patterns matching it.
     var regexCache: [RegexSlot] = []
@@ -214,37 +234,69 @@ public struct ConditionScratch {
     static let absentKind: UInt8 = 0xFF
     static let regexSlotsPerSubject = 64
 
-    /// Empty scratch (sized on first use).
-    public init() {}
+    init() {
+        testMemo.initialize(to: 0)
+        subjects.initialize(to: Subject())
+    }
 
-    mutating func next(subjects: Int, tests: Int) {
-        if subjectStamp.count != subjects || testMemo.count != tests {
-            testMemo = Array(repeating: 0, count: tests)
-            subjectStamp = Array(repeating: 0, count: subjects)
-            subjectKind = Array(repeating: Self.absentKind, count: subjects)
-            subjectStart = Array(repeating: 0, count: subjects)
-            subjectCount = Array(repeating: 0, count: subjects)
-            subjectNumber = Array(repeating: 0, count: subjects)
-            numberState = Array(repeating: 0, count: subjects)
-            regexStamp = Array(repeating: 0, count: subjects)
-            regexSlot = Array(repeating: -1, count: subjects)
-            regexCache = Array(repeating: RegexSlot(), count: subjects * Self.regexSlotsPerSubject)
+    deinit {
+        testMemo.deallocate()
+        subjects.deallocate()
+        values.deallocate()
+    }
+
+    /// Starts the next event for an index of `subjectCount` subjects and `testCount` tests.
+    func next(subjects subjectCount: Int, tests testCount: Int) {
+        if subjectCount != self.subjectCount || testCount != self.testCount {
+            testMemo.deallocate()
+            subjects.deallocate()
+            testMemo = .allocate(capacity: max(testCount, 1))
+            testMemo.initialize(repeating: 0, count: max(testCount, 1))
+            subjects = .allocate(capacity: max(subjectCount, 1))
+            subjects.initialize(repeating: Subject(), count: max(subjectCount, 1))
+            regexCache = Array(repeating: RegexSlot(), count: subjectCount * Self.regexSlotsPerSubject)
+            self.subjectCount = subjectCount
+            self.testCount = testCount
             stamp = 0
         }
         stamp &+= 1
         // Memo entries keep the stamp in 31 bits: start over before it wraps.
         if stamp == 0 || stamp >= 1 << 31 {
-            for i in testMemo.indices { testMemo[i] = 0 }
-            for i in subjectStamp.indices { subjectStamp[i] = 0; regexStamp[i] = 0 }
+            testMemo.update(repeating: 0, count: max(testCount, 1))
+            for s in 0..<subjectCount { subjects[s].stamp = 0; subjects[s].regexStamp = 0 }
             stamp = 1
         }
-        values.removeAll(keepingCapacity: true)
+        valueCount = 0
+    }
+
+    /// Copies `text` to the end of `values`; returns where it starts.
+    func appendValue(_ text: ByteView) -> Int32 {
+        let start = valueCount, n = text.count
+        if start + n > valueCapacity {
+            var capacity = valueCapacity * 2
+            while capacity < start + n { capacity *= 2 }
+            let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+            grown.update(from: values, count: start)
+            values.deallocate()
+            values = grown
+            valueCapacity = capacity
+        }
+        if let p = text.start, n > 0 { (values + start).update(from: p, count: n) }
+        valueCount = start + n
+        return Int32(start)
+    }
+
+    /// Subject `s`'s loaded value (valid until `values` grows).
+    @inline(__always)
+    func value(_ s: Int) -> ByteView {
+        ByteView(UnsafePointer(values + Int(subjects[s].start)), Int(subjects[s].count))
     }
 }
 
 /// The conditions of a rule set, compiled: per hit number, a list of test numbers; identical tests (same
 /// subject, same test) are one test, evaluated at most once per event; per subject, one regex database.
-struct ConditionIndex: Sendable {
+/// A class: the matcher reads it per event, and a struct of sixteen arrays was retained field by field.
+final class ConditionIndex: Sendable {
     enum Kind: UInt8, Sendable { case anyOf, noneOf, compare, regex }
     /// One distinct test. `values`: for any-of / none-of, its values in `valueStarts`; for a regex, its pattern
     /// number among its subject's patterns (`values.lowerBound`).
@@ -257,27 +309,38 @@ struct ConditionIndex: Sendable {
     }
 
     /// Tests of hit `h`: `hitTests[starts[h]..<starts[h + 1]]` (all must hold; a test on an absent value fails).
-    var starts: [Int32]
-    var hitTests: [Int32] = []
-    var tests: [Test] = []
+    let starts: [Int32]
+    let hitTests: [Int32]
+    let tests: [Test]
     /// Value `v` of any-of / none-of tests: `valueBytes[valueStarts[v]..<valueStarts[v + 1]]`, as a number `valueNumbers[v]` (NaN: none).
-    var valueBytes: [UInt8] = []
-    var valueStarts: [Int32] = [0]
-    var valueNumbers: [Double] = []
-    var subjects: [ConditionSubject] = []
+    let valueBytes: [UInt8]
+    let valueStarts: [Int32]
+    let valueNumbers: [Double]
+    let subjects: [ConditionSubject]
     /// Subject `s`'s property name, or for a content item its key (the property is `$element_content`).
-    var subjectBytes: [[UInt8]] = []
+    let subjectBytes: [[UInt8]]
     /// Subject `s`'s property name as a `KnownProperty` raw value (`KnownProperty.none`: not a known one, or a content item).
-    var subjectKnown: [UInt8] = []
-    var regexes: [RegexSet] = []
+    let subjectKnown: [UInt8]
+    /// Whether subject `s` is a content item (else a property), and whether it is `$app_version` (read from
+    /// `lib` when the properties have none).
+    let subjectIsItem: [Bool], subjectIsAppVersion: [Bool]
+    let regexes: [RegexSet]
     /// Words of subject `s`'s pattern bit sets.
-    var regexWords: [Int] = []
+    let regexWords: [Int]
     /// Some hit has conditions.
     var isEmpty: Bool { hitTests.isEmpty }
 
     /// Compiles `perHit[h]` (the conditions of hit number `h`); `rule(h)` names a rule in errors.
     init(_ perHit: [[Condition]], rule: (Int) -> (String, SourceLocation?)) throws {
-        starts = [0]
+        var starts: [Int32] = [0]
+        var hitTests: [Int32] = []
+        var tests: [Test] = []
+        var valueBytes: [UInt8] = []
+        var valueStarts: [Int32] = [0]
+        var valueNumbers: [Double] = []
+        var subjects: [ConditionSubject] = []
+        var subjectBytes: [[UInt8]] = []
+        var subjectKnown: [UInt8] = []
         var subjectNumbers: [ConditionSubject: Int] = [:]
         var testNumbers: [String: Int32] = [:]
         var patterns: [[String]] = []
@@ -341,6 +404,8 @@ struct ConditionIndex: Sendable {
             }
             starts.append(Int32(hitTests.count))
         }
+        var regexes: [RegexSet] = []
+        var regexWords: [Int] = []
         for (s, list) in patterns.enumerated() {
             regexWords.append((list.count + 63) / 64)
             do {
@@ -353,6 +418,19 @@ struct ConditionIndex: Sendable {
                                     location: owner?.1, underlying: e)
             }
         }
+        self.starts = starts
+        self.hitTests = hitTests
+        self.tests = tests
+        self.valueBytes = valueBytes
+        self.valueStarts = valueStarts
+        self.valueNumbers = valueNumbers
+        self.subjects = subjects
+        self.subjectBytes = subjectBytes
+        self.subjectKnown = subjectKnown
+        subjectIsItem = subjects.map { if case .contentItem = $0 { return true } else { return false } }
+        subjectIsAppVersion = subjects.map { $0 == .property("$app_version") }
+        self.regexes = regexes
+        self.regexWords = regexWords
     }
 
     /// A condition value's number, when it is one.
@@ -400,171 +478,156 @@ extension RuleMatcher {
         var any = false
         for k in start..<hits.count where index.has(hits[k]) { any = true; break }
         guard any else { return }
-        scratch.next(subjects: index.subjects.count, tests: index.tests.count)
+        let st = scratch.state
+        st.next(subjects: index.subjects.count, tests: index.tests.count)
         var kept = start
         for k in start..<hits.count {
             let h = hits[k]
             var holds = true
-            for n in Int(index.starts[h])..<Int(index.starts[h + 1]) where !testHolds(Int(index.hitTests[n]), index, &properties, lib, &scratch) {
+            for n in Int(index.starts[h])..<Int(index.starts[h + 1]) where !testHolds(Int(index.hitTests[n]), index, &properties, lib, st) {
                 holds = false
                 break
             }
             if holds {
-                hits[kept] = h
+                if kept != k { hits[kept] = h }
                 kept += 1
             }
         }
-        hits.removeLast(hits.count - kept)
+        if kept < hits.count { hits.removeLast(hits.count - kept) }
     }
 
     /// Test `t`'s result for the current event, evaluated on first use.
     @inline(__always)
     private func testHolds<P: EventProperties>(_ t: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: ByteView,
-                                              _ scratch: inout ConditionScratch) -> Bool {
-        let memo = scratch.testMemo[t]
-        if memo >> 1 == scratch.stamp { return memo & 1 == 1 }
-        let result = evaluate(index.tests[t], index, &properties, lib, &scratch)
-        scratch.testMemo[t] = scratch.stamp << 1 | (result ? 1 : 0)
+                                              _ st: ConditionState) -> Bool {
+        let memo = st.testMemo[t]
+        if memo >> 1 == st.stamp { return memo & 1 == 1 }
+        let result = evaluate(index.tests[t], index, &properties, lib, st)
+        st.testMemo[t] = st.stamp << 1 | (result ? 1 : 0)
         return result
     }
 
     private func evaluate<P: EventProperties>(_ t: ConditionIndex.Test, _ index: ConditionIndex, _ properties: inout P, _ lib: ByteView,
-                                              _ scratch: inout ConditionScratch) -> Bool {
+                                              _ st: ConditionState) -> Bool {
         let s = Int(t.subject)
-        if scratch.subjectStamp[s] != scratch.stamp { load(s, index, &properties, lib, &scratch) }
-        let kind = scratch.subjectKind[s]
-        if kind == ConditionScratch.absentKind { return false }
+        if st.subjects[s].stamp != st.stamp { load(s, index, &properties, lib, st) }
+        let kind = st.subjects[s].kind
+        if kind == ConditionState.absentKind { return false }
         switch t.kind {
         case .compare:
             guard kind == PropertyValue.Kind.number.rawValue || kind == PropertyValue.Kind.string.rawValue,
-                  let x = number(s, &scratch) else { return false }
+                  let x = number(s, st) else { return false }
             return t.op.holds(x, t.bound)
         case .anyOf:
-            return equalsAny(t, s, kind, index, &scratch)
+            return equalsAny(t, s, kind, index, st)
         case .noneOf:
-            return !equalsAny(t, s, kind, index, &scratch)
+            return !equalsAny(t, s, kind, index, st)
         case .regex:
             guard kind != PropertyValue.Kind.object.rawValue && kind != PropertyValue.Kind.other.rawValue else { return false }
-            if scratch.regexStamp[s] != scratch.stamp { scanRegexes(s, index, &scratch) }
+            if st.subjects[s].regexStamp != st.stamp { scanRegexes(s, index, st) }
             let p = Int(t.values.lowerBound)
-            return scratch.regexCache[Int(scratch.regexSlot[s])].bits[p >> 6] & (1 << UInt64(p & 63)) != 0
+            return st.regexCache[Int(st.subjects[s].regexSlot)].bits[p >> 6] & (1 << UInt64(p & 63)) != 0
         }
     }
 
     /// Loads subject `s`'s value for the current event into the scratch (absent when the event has none).
     private func load<P: EventProperties>(_ s: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: ByteView,
-                                          _ scratch: inout ConditionScratch) {
-        scratch.subjectStamp[s] = scratch.stamp
-        scratch.numberState[s] = 0
-        guard let v = value(s, index, &properties, lib, &scratch) else {
-            scratch.subjectKind[s] = ConditionScratch.absentKind
+                                          _ st: ConditionState) {
+        st.subjects[s].stamp = st.stamp
+        st.subjects[s].numberState = 0
+        guard let v = value(s, index, &properties, lib, st) else {
+            st.subjects[s].kind = ConditionState.absentKind
             return
         }
-        scratch.subjectKind[s] = v.kind.rawValue
-        scratch.subjectStart[s] = Int32(scratch.values.count)
-        scratch.subjectCount[s] = Int32(v.text.count)
-        if let b = v.text.start { scratch.values.append(contentsOf: UnsafeBufferPointer(start: b, count: v.text.count)) }
+        st.subjects[s].kind = v.kind.rawValue
+        st.subjects[s].count = Int32(v.text.count)
+        st.subjects[s].start = st.appendValue(v.text)
     }
 
-    /// Subject `s`'s loaded value (valid until the scratch's `values` grows).
-    @inline(__always)
-    private func loaded<R>(_ s: Int, _ scratch: borrowing ConditionScratch, _ body: (ByteView) -> R) -> R {
-        let start = Int(scratch.subjectStart[s]), count = Int(scratch.subjectCount[s])
-        return scratch.values.withUnsafeBufferPointer { body(ByteView(($0.baseAddress ?? emptyBytes) + start, count)) }
-    }
-
-    private func number(_ s: Int, _ scratch: inout ConditionScratch) -> Double? {
-        switch scratch.numberState[s] {
-        case 1: return scratch.subjectNumber[s]
+    private func number(_ s: Int, _ st: ConditionState) -> Double? {
+        switch st.subjects[s].numberState {
+        case 1: return st.subjects[s].number
         case 2: return nil
         default:
-            let x = loaded(s, scratch) { numberValue($0) }
-            scratch.numberState[s] = x == nil ? 2 : 1
-            scratch.subjectNumber[s] = x ?? 0
+            let x = numberValue(st.value(s))
+            st.subjects[s].numberState = x == nil ? 2 : 1
+            st.subjects[s].number = x ?? 0
             return x
         }
     }
 
     /// Finds (or computes and caches) the bits of subject `s`'s patterns that match its value.
-    private func scanRegexes(_ s: Int, _ index: ConditionIndex, _ scratch: inout ConditionScratch) {
-        scratch.regexStamp[s] = scratch.stamp
-        let start = Int(scratch.subjectStart[s]), count = Int(scratch.subjectCount[s])
+    private func scanRegexes(_ s: Int, _ index: ConditionIndex, _ st: ConditionState) {
+        st.subjects[s].regexStamp = st.stamp
+        let v = st.value(s)
+        let count = v.count
         var h = Hash64()
-        scratch.values.withUnsafeBufferPointer { h.add(($0.baseAddress ?? emptyBytes) + start, count) }
+        h.add(v.start ?? emptyBytes, count)
         h.add(UInt64(count))
         let hash = h.value | 1
-        let slot = s * ConditionScratch.regexSlotsPerSubject + Int(truncatingIfNeeded: hash >> 20) & (ConditionScratch.regexSlotsPerSubject - 1)
-        scratch.regexSlot[s] = Int32(slot)
-        let same = scratch.regexCache[slot].hash == hash && scratch.regexCache[slot].text.count == count
-            && scratch.values.withUnsafeBufferPointer { v in
-                scratch.regexCache[slot].text.withUnsafeBufferPointer { Bytes.equal(($0.baseAddress ?? emptyBytes), (v.baseAddress ?? emptyBytes) + start, count) }
-            }
+        let slot = s * ConditionState.regexSlotsPerSubject + Int(truncatingIfNeeded: hash >> 20) & (ConditionState.regexSlotsPerSubject - 1)
+        st.subjects[s].regexSlot = Int32(slot)
+        let same = st.regexCache[slot].hash == hash && st.regexCache[slot].text.count == count
+            && st.regexCache[slot].text.withUnsafeBufferPointer { Bytes.equal(($0.baseAddress ?? emptyBytes), v.start ?? emptyBytes, count) }
         if same { return }
-        var bits = scratch.regexCache[slot].bits
-        scratch.regexCache[slot].bits = []
+        var bits = st.regexCache[slot].bits
+        st.regexCache[slot].bits = []
         bits.removeAll(keepingCapacity: true)
         bits.append(contentsOf: repeatElement(0, count: index.regexWords[s]))
-        scratch.values.withUnsafeBufferPointer { v in
-            index.regexes[s].forEachMatch(UnsafeRawBufferPointer(start: (v.baseAddress ?? emptyBytes) + start, count: count)) {
-                bits[$0 >> 6] |= 1 << UInt64($0 & 63)
-            }
+        index.regexes[s].forEachMatch(UnsafeRawBufferPointer(start: v.start ?? emptyBytes, count: count)) {
+            bits[$0 >> 6] |= 1 << UInt64($0 & 63)
         }
-        scratch.regexCache[slot].bits = bits
-        scratch.regexCache[slot].hash = hash
-        scratch.regexCache[slot].text.removeAll(keepingCapacity: true)
-        scratch.values.withUnsafeBufferPointer { v in
-            scratch.regexCache[slot].text.append(contentsOf: UnsafeBufferPointer(start: (v.baseAddress ?? emptyBytes) + start, count: count))
-        }
+        st.regexCache[slot].bits = bits
+        st.regexCache[slot].hash = hash
+        st.regexCache[slot].text.removeAll(keepingCapacity: true)
+        st.regexCache[slot].text.append(contentsOf: UnsafeBufferPointer(start: v.start ?? emptyBytes, count: count))
     }
 
     /// Subject `s`'s value in the event (valid until the next look-up).
     private func value<P: EventProperties>(_ s: Int, _ index: ConditionIndex, _ properties: inout P, _ lib: ByteView,
-                                           _ scratch: inout ConditionScratch) -> PropertyValue? {
-        switch index.subjects[s] {
-        case .property:
+                                           _ st: ConditionState) -> PropertyValue? {
+        if !index.subjectIsItem[s] {
             let known = index.subjectKnown[s]
             let v = index.subjectBytes[s].withByteView { properties.value(of: $0, known: known) }
-            if v == nil, index.subjectBytes[s] == RuleMatcher.appVersionName, let b = lib.start, lib.count > 2 {
+            if v == nil, index.subjectIsAppVersion[s], let b = lib.start, lib.count > 2 {
                 let raw = UnsafeRawBufferPointer(start: b, count: lib.count)
                 let member = RuleMatcher.appVersionName.withUnsafeBytes { JSONMembers.member($0, in: raw) }
-                if let r = member, raw[r.lowerBound] == 0x22 { return stringValue(b + r.lowerBound + 1, r.count - 2, &scratch) }
+                if let r = member, raw[r.lowerBound] == 0x22 { return stringValue(b + r.lowerBound + 1, r.count - 2, st) }
             }
             return v
-        case .contentItem:
-            let content = RuleMatcher.contentName.withByteView { properties.value(of: $0) }
-            guard let obj = content, obj.kind == .object, let b = obj.text.start else { return nil }
-            let raw = UnsafeRawBufferPointer(start: b, count: obj.text.count)
-            let member = index.subjectBytes[s].withUnsafeBytes { JSONMembers.member($0, in: raw) }
-            guard let r = member, raw[r.lowerBound] == 0x22 else { return nil }
-            return stringValue(b + r.lowerBound + 1, r.count - 2, &scratch)
         }
+        let content = RuleMatcher.contentName.withByteView { properties.value(of: $0) }
+        guard let obj = content, obj.kind == .object, let b = obj.text.start else { return nil }
+        let raw = UnsafeRawBufferPointer(start: b, count: obj.text.count)
+        let member = index.subjectBytes[s].withUnsafeBytes { JSONMembers.member($0, in: raw) }
+        guard let r = member, raw[r.lowerBound] == 0x22 else { return nil }
+        return stringValue(b + r.lowerBound + 1, r.count - 2, st)
     }
 
-    /// A JSON string's content (without quotes), decoded into `scratch` when it has escapes (rare: the array
+    /// A JSON string's content (without quotes), decoded into `st.decoded` when it has escapes (rare: the array
     /// is not touched again until the next look-up, so its bytes stay put).
-    private func stringValue(_ p: UnsafePointer<UInt8>, _ n: Int, _ scratch: inout ConditionScratch) -> PropertyValue {
+    private func stringValue(_ p: UnsafePointer<UInt8>, _ n: Int, _ st: ConditionState) -> PropertyValue {
         for i in 0..<n where p[i] == 0x5C {
-            scratch.decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p, count: n))
-            return scratch.decoded.withUnsafeBufferPointer { PropertyValue(kind: .string, text: ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
+            st.decoded = unescapeJSONString(UnsafeRawBufferPointer(start: p, count: n))
+            return st.decoded.withUnsafeBufferPointer { PropertyValue(kind: .string, text: ByteView($0.baseAddress ?? emptyBytes, $0.count)) }
         }
         return PropertyValue(kind: .string, text: ByteView(p, n))
     }
 
-    private func equalsAny(_ t: ConditionIndex.Test, _ s: Int, _ kind: UInt8, _ index: ConditionIndex, _ scratch: inout ConditionScratch) -> Bool {
+    private func equalsAny(_ t: ConditionIndex.Test, _ s: Int, _ kind: UInt8, _ index: ConditionIndex, _ st: ConditionState) -> Bool {
         guard kind == PropertyValue.Kind.string.rawValue || kind == PropertyValue.Kind.bool.rawValue || kind == PropertyValue.Kind.number.rawValue else {
             return false
         }
-        let textEqual = loaded(s, scratch) { v in
-            index.valueBytes.withUnsafeBufferPointer { bytes in
-                for n in Int(t.values.lowerBound)..<Int(t.values.upperBound) {
-                    let a = Int(index.valueStarts[n]), b = Int(index.valueStarts[n + 1])
-                    if b - a == v.count, Bytes.equal((bytes.baseAddress ?? emptyBytes) + a, v.start ?? emptyBytes, v.count) { return true }
-                }
-                return false
+        let v = st.value(s)
+        let textEqual = index.valueBytes.withUnsafeBufferPointer { bytes in
+            for n in Int(t.values.lowerBound)..<Int(t.values.upperBound) {
+                let a = Int(index.valueStarts[n]), b = Int(index.valueStarts[n + 1])
+                if b - a == v.count, Bytes.equal((bytes.baseAddress ?? emptyBytes) + a, v.start ?? emptyBytes, v.count) { return true }
             }
+            return false
         }
         if textEqual || kind != PropertyValue.Kind.number.rawValue { return textEqual }
-        guard let x = number(s, &scratch) else { return false }
+        guard let x = number(s, st) else { return false }
         for n in Int(t.values.lowerBound)..<Int(t.values.upperBound) where index.valueNumbers[n] == x { return true }
         return false
     }

@@ -56,6 +56,8 @@ public struct HitOutputs: Sendable {
     /// Per `Property.known` value (256 entries): the number of the name that known property's name is, or -1.
     /// A known property whose name is not escaped is placed by this without reading its name's bytes.
     public private(set) var nameOfKnown: [Int32] = Array(repeating: -1, count: 256)
+    /// Some name is a known property's (`nameOfKnown` places it).
+    public private(set) var hasKnownNames = false
     /// Whether any hit has entries.
     public var hasEntries: Bool { !entries.isEmpty }
 
@@ -138,7 +140,10 @@ public struct HitOutputs: Sendable {
         byLength = (0...(longest + 1)).map { c in Int32(names.filter { $0.count < c }.count) }
         for known in KnownProperty.allCases {
             let name = known.name.withUTF8Buffer { Array($0) }
-            if let n = names.firstIndex(of: name) { nameOfKnown[known.rawValue] = Int32(n) }
+            if let n = names.firstIndex(of: name) {
+                nameOfKnown[known.rawValue] = Int32(n)
+                hasKnownNames = true
+            }
         }
     }
 }

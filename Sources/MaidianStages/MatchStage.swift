@@ -194,7 +194,7 @@ public final class MatchStage: Stage {
             let kind = roles.role(of: ev, in: batch)
             let role: EventRole = kind == .pageEnter ? .pageEnter : kind == .click ? .click : .other
             if role == .other && kind != .pageLeave { continue }
-            Self.findProperties(batch, ev, &w.found)
+            w.otherNameLengths = Self.findProperties(batch, ev, &w.found)
             // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
             if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes, ignoredLengths) {
                 batch.setFlag(i, EventFlag.ignoredPage)
@@ -277,6 +277,8 @@ public final class MatchStage: Stage {
         var hits: [Int] = []
         /// `findProperties`' result (sized by `resize`).
         var found: [Int] = []
+        /// The lengths of the event's property names `found` did not place by `Property.known` (bit `min(n, 63)`).
+        var otherNameLengths: UInt64 = 0
         var buffer: [UInt8] = []
         /// Per name of `HitOutputs`: `seen[n] == stamp` when the event has a kept property of that name, the first
         /// being `first[n]`; `added[n] == stamp` when the stage added it. `stamp` changes per event: nothing to clear.
@@ -315,7 +317,9 @@ public final class MatchStage: Stage {
         for h in w.hits where outputs.entryStarts[h] < outputs.entryStarts[h + 1] { any = true; break }
         guard any else { return }
         w.nextStamp()
-        markNames(batch, ev, outputs, &w)
+        // Most events have none of the names entries write (`eventid`, `pageid`, ...): when no name of theirs
+        // has such a length and none of the names is a known property's, the pass over the properties is skipped.
+        if outputs.hasKnownNames || w.otherNameLengths & outputs.nameLengths != 0 { markNames(batch, ev, outputs, &w) }
         let stamp = w.stamp
         // What to copy is decided first, then copied in one go: one growth of `scratch` per event.
         w.pieces.removeAll(keepingCapacity: true)
@@ -437,12 +441,7 @@ public final class MatchStage: Stage {
         for h in w.hits {
             let idEnd = idStart + Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
             var hit = MatchHit(id: Span(idStart, idEnd), metric: outputs.metrics[h])
-            let g = outputs.groupStarts[h]
-            if g >= 0 {
-                (hit.content, hit.contentInScratch) = outputs.bytes.withByteView { b in
-                    groupingContent(batch, b[Int(g)..<Int(outputs.groupEnds[h])], w.found[8])
-                }
-            }
+            if outputs.groupStarts[h] >= 0 { (hit.content, hit.contentInScratch) = groupingContent(batch, outputs, h, w.found[8]) }
             batch.appendHit(hit)
             idStart = idEnd + 1
         }
@@ -452,21 +451,26 @@ public final class MatchStage: Stage {
 
     private static let matchedRulesHead = Array("\"$matched_rules\":[".utf8)
 
-    /// The content a `group_by_content` hit counts under: the string content (key "") or the item `key` of a
-    /// composite content, as a JSON string span.
-    static func groupingContent(_ batch: borrowing EventBatch, _ key: ByteView, _ k: Int) -> (Span, Bool) {
+    /// The content `group_by_content` hit `h` counts under: the string content (key "") or the item `key` of a
+    /// composite content, as a JSON string span; `k` is the event's `$element_content` property. The batch is
+    /// borrowed, never captured from the caller's `inout` (a closure doing that copied the batch, retaining
+    /// every arena, per hit).
+    static func groupingContent(_ batch: borrowing EventBatch, _ outputs: HitOutputs, _ h: Int, _ k: Int) -> (Span, Bool) {
         guard k >= 0 else { return (.absent, false) }
         let p = batch.property(k)
-        if key.isEmpty {
+        let keyStart = Int(outputs.groupStarts[h]), keyEnd = Int(outputs.groupEnds[h])
+        if keyStart == keyEnd {
             guard p.kind == .string else { return (.absent, false) }
             return p.fix == .replace ? (p.replacement, true) : (p.value, false)
         }
         guard p.kind == .object, p.fix == .keep else { return (.absent, false) }
         return batch.withJSON { j in
-            let lo = Int(p.value.start)
-            let b = j[p.value]
-            guard let r = b.jsonMember(key), b[r.lowerBound] == 0x22 else { return (.absent, false) }
-            return (Span(lo + r.lowerBound, lo + r.upperBound), false)
+            outputs.bytes.withByteView { ob in
+                let lo = Int(p.value.start)
+                let b = j[p.value]
+                guard let r = b.jsonMember(ob[keyStart..<keyEnd]), b[r.lowerBound] == 0x22 else { return (.absent, false) }
+                return (Span(lo + r.lowerBound, lo + r.upperBound), false)
+            }
         }
     }
 
@@ -588,7 +592,9 @@ public final class MatchStage: Stage {
     private static let currentURL = names.firstIndex(of: Array("current_url".utf8))!
 
     /// One pass over the event's kept properties: the index of each of `names` (the first kept one of a name).
-    package static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) {
+    /// Returns the lengths of the names not found by `Property.known` (`EventBatch.firstProperties`).
+    @discardableResult
+    package static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) -> UInt64 {
         batch.firstProperties(of: ev, slotOfKnown: nameOfKnown, extra: "current_url", extraSlot: currentURL, into: &found)
     }
 

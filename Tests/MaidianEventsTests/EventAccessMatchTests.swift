@@ -30,9 +30,24 @@ final class EventAccessMatchTests: XCTestCase {
         var slotOfKnown = [Int8](repeating: -1, count: 256)
         slotOfKnown[KnownProperty.screenName.rawValue] = 0
         var found = [5, 5, 5]
-        b.firstProperties(of: h, slotOfKnown: slotOfKnown, extra: "current_url", extraSlot: 1, into: &found)
+        let other = b.firstProperties(of: h, slotOfKnown: slotOfKnown, extra: "current_url", extraSlot: 1, into: &found)
         let lo = Int(h.firstProperty)
         XCTAssertEqual(found, [lo + 2, lo + 1, -1], "the first of each; an unused slot is reset")
+        XCTAssertEqual(other, 1 << 1 | 1 << 11, "the lengths of the names not placed by `known`: x, current_url")
+    }
+
+    /// The lengths returned are those of every kept name that `Property.known` does not place: unknown names,
+    /// escaped known ones, long names (bit 63); dropped properties are left out.
+    func testFirstPropertiesReturnsTheLengthsOfTheOtherNames() {
+        let long = String(repeating: "n", count: 70)
+        var b = batch([
+            #"{"type":"track","event":"$AppClick","time":1763700000000,"distinct_id":"a","properties":{"$os":"iOS","$ti\u0074le":"esc","pageid":"p","\#(long)":1,"gone":2}}"#,
+        ])
+        let h = b.head(0)
+        b.properties[Int(h.firstProperty) + 4].fix = .drop
+        var found = [0]
+        let other = b.firstProperties(of: h, slotOfKnown: [Int8](repeating: -1, count: 256), extra: "current_url", extraSlot: 0, into: &found)
+        XCTAssertEqual(other, 1 << 11 | 1 << 6 | 1 << 63, "escaped $title (11 raw bytes), pageid, the long name; not $os, not the dropped one")
     }
 
     func testScratchAppendersCopyFromEveryArena() {

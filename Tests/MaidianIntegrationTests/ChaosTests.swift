@@ -10,6 +10,12 @@ import XCTest
 /// between them and new owners take over from committed replay points. Then every worker is stopped with
 /// SIGTERM and one `--until-end` worker finishes. The outputs must be those of one uninterrupted run.
 ///
+/// The raw topic stays led by broker 1, which never goes down: the test's own producer (a newer librdkafka than
+/// the mock's) can lose an input record to a broker outage on this mock (9,472 of 9,473 records reached the raw
+/// topic in one CI run), which would leave the workers nothing to deliver. Outputs, internal topics and the
+/// group coordinator move and fail as before, so workers still lose brokers under their producers and rejoin
+/// through a moving coordinator.
+///
 /// The schedule comes from a seed, printed at the start: `MAIDIAN_CHAOS_SEED=<seed>` replays it.
 final class ChaosTests: XCTestCase {
     func testKillsAndBrokerFailuresKeepTheOutputsRight() throws {
@@ -35,16 +41,20 @@ final class ChaosTests: XCTestCase {
         var rng = ChaosRandom(seed: seed)
 
         let brokers: [Int32] = [1, 2, 3]
-        // Known leaders to start with: partition p of every topic on broker p % 3 + 1; the coordinator on 1.
+        let rawLeader: Int32 = 1
+        // Brokers that may go down: every one but the raw topic's leader (see the type's comment).
+        let failing = brokers.filter { $0 != rawLeader }
+        // Known leaders to start with: the raw topic on broker 1; partition p of every other topic on broker
+        // p % 3 + 1; the coordinator on 2, so that its moves are part of the storm.
         var leaders: [String: [Int32]] = [:]
         for t in c.topics {
-            leaders[t.name] = (0..<t.partitions).map { brokers[$0 % brokers.count] }
+            leaders[t.name] = (0..<t.partitions).map { t.name == "events.raw" ? rawLeader : brokers[$0 % brokers.count] }
             for p in 0..<t.partitions { try c.broker.setPartitionLeader(topic: t.name, partition: Int32(p), brokerId: leaders[t.name]![p]) }
         }
-        var coordinator: Int32 = 1
+        var coordinator: Int32 = 2
         try c.broker.setCoordinator(.group, key: c.group, brokerId: coordinator)
 
-        let productionSeconds = 80.0
+        let productionSeconds = 60.0
         let stormSeconds = 35.0
         let producer = try c.startProducer(seconds: productionSeconds)
         var workers = try (0..<3).map { try c.startWorker("w\($0)-0") }
@@ -71,7 +81,7 @@ final class ChaosTests: XCTestCase {
             }
             if down == nil && Int.random(in: 0..<(storm ? 4 : 3), using: &rng) == 0 {
                 // A broker goes down: first its leaderships and the coordinator move to the others.
-                let b = brokers.randomElement(using: &rng)!
+                let b = failing.randomElement(using: &rng)!
                 let others = brokers.filter { $0 != b }
                 var moved = 0
                 for t in c.topics {

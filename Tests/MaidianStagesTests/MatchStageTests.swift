@@ -105,6 +105,32 @@ final class MatchStageTests: XCTestCase {
         XCTAssertEqual(stage.matchedCounter.value, 4)
     }
 
+    /// Rules whose entries write only names that are no known property's (`eventid`, `pageid`): the pass over an
+    /// event's properties that finds a client's own values runs only when some name has an entry name's length,
+    /// and a client value is still never overwritten, whatever else the event carries.
+    func testClientValuesAreKeptWhenEntriesNameNoKnownProperty() throws {
+        let rules = """
+        version: 1
+        actions:
+          PAGEPV:
+            "HomeViewController": {userDefined: {pageid: "234", eventid: "pv"}, pagePara: {}}
+        """
+        let matcher = try RuleMatcher(rules: RulesFile.parse(rules))
+        XCTAssertFalse(matcher.outputs.hasKnownNames)
+        let h = try harness(MatchStage(matcher: matcher, context: StageHarness.context()))
+        let events = [
+            #"{"$screen_name":"HomeViewController"}"#,
+            #"{"$screen_name":"HomeViewController","pageid":"client"}"#,
+            #"{"$screen_name":"HomeViewController","pagexx":"other","$os":"iOS"}"#,
+            #"{"$screen_name":"HomeViewController","$os":"iOS","eventid":"mine","item":"x"}"#,
+        ].enumerated().map { trackEvent(event: "$AppViewScreen", trackID: Int64($0.offset + 1), properties: $0.element) }
+        let r = try h.run([TestRecord(json: "[" + events.joined(separator: ",") + "]")])
+        XCTAssertEqual(r.enriched.count, 4)
+        XCTAssertEqual((0..<4).map { props(r, $0)["pageid"] as? String }, ["234", "client", "234", "234"])
+        XCTAssertEqual((0..<4).map { props(r, $0)["eventid"] as? String }, ["pv", "pv", "pv", "mine"])
+        XCTAssertEqual(props(r, 2)["pagexx"] as? String, "other")
+    }
+
     /// `where:` conditions read the batch's kept properties (escaped values decoded), after the cached match.
     func testConditionsOnBatchProperties() throws {
         let rules = """
