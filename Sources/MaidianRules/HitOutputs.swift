@@ -58,6 +58,10 @@ public struct HitOutputs: Sendable {
     public private(set) var nameOfKnown: [Int32] = Array(repeating: -1, count: 256)
     /// Some name is a known property's (`nameOfKnown` places it).
     public private(set) var hasKnownNames = false
+    /// `nameLengths` of the names that are no known property's. Only those can equal the bytes of a property
+    /// name `Property.known` does not place: such a name is not a known one's, or escaped (a backslash, which
+    /// no known name has).
+    public private(set) var otherNameLengths: UInt64 = 0
     /// Whether any hit has entries.
     public var hasEntries: Bool { !entries.isEmpty }
 
@@ -145,5 +149,6 @@ public struct HitOutputs: Sendable {
                 hasKnownNames = true
             }
         }
+        for (n, name) in names.enumerated() where !nameOfKnown.contains(Int32(n)) { otherNameLengths |= 1 << UInt64(min(name.count, 63)) }
     }
 }

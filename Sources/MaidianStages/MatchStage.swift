@@ -176,7 +176,7 @@ public final class MatchStage: Stage {
             ignoredPageBytes = matcher.ignoredPages.map { Array($0.utf8) }
             ignoredLengths = ignoredPageBytes.reduce(0) { $0 | 1 << UInt64(min($1.count, 63)) }
             ignoredFor = matcher
-            work.resize(names: matcher.outputs.nameCount)
+            work.resize(outputs: matcher.outputs)
             work.cache = MatchCache(matcher: matcher, slots: matcher.matchCacheSlots)
         }
         // The per-event buffers as a local for the batch: no dynamic exclusivity check per access.
@@ -291,7 +291,19 @@ public final class MatchStage: Stage {
         /// `where:` conditions' per-event state.
         var conditions = ConditionScratch()
 
-        mutating func resize(names: Int) {
+        /// The entries' names that are known properties the stage finds anyway (`findProperties`): (name
+        /// number, slot of `found`). `knownNamesFound`: every known entry name is one of them.
+        var knownNameSlots: [(name: Int, slot: Int)] = []
+        var knownNamesFound = true
+
+        mutating func resize(outputs: HitOutputs) {
+            let names = outputs.nameCount
+            knownNameSlots = []
+            knownNamesFound = true
+            for known in 0..<256 where outputs.nameOfKnown[known] >= 0 {
+                let slot = Int(MatchStage.nameOfKnown[known])
+                if slot >= 0 { knownNameSlots.append((Int(outputs.nameOfKnown[known]), slot)) } else { knownNamesFound = false }
+            }
             found = Array(repeating: -1, count: 15)
             seen = Array(repeating: 0, count: names)
             first = Array(repeating: -1, count: names)
@@ -317,9 +329,12 @@ public final class MatchStage: Stage {
         for h in w.hits where outputs.entryStarts[h] < outputs.entryStarts[h + 1] { any = true; break }
         guard any else { return }
         w.nextStamp()
-        // Most events have none of the names entries write (`eventid`, `pageid`, ...): when no name of theirs
-        // has such a length and none of the names is a known property's, the pass over the properties is skipped.
-        if outputs.hasKnownNames || w.otherNameLengths & outputs.nameLengths != 0 { markNames(batch, ev, outputs, &w) }
+        // Most events have none of the names entries write (`eventid`, `pageid`, ...): when no name of theirs that
+        // `Property.known` does not place has the length of such a name, the pass over the properties is skipped,
+        // and the entries' known names (`$app_version` read by a `pagePara`) are taken from `findProperties`' pass.
+        if !(w.knownNamesFound && w.otherNameLengths & outputs.otherNameLengths == 0 && markKnownNames(batch, &w)) {
+            markNames(batch, ev, outputs, &w)
+        }
         let stamp = w.stamp
         // What to copy is decided first, then copied in one go: one growth of `scratch` per event.
         w.pieces.removeAll(keepingCapacity: true)
@@ -366,6 +381,17 @@ public final class MatchStage: Stage {
         enum Arena: UInt8 { case outputs, json, scratch }
         var from: Arena
         var start: Int32, end: Int32
+    }
+
+    /// Marks the entries' known names from `found` (the first kept property placed by `Property.known`); false,
+    /// marking nothing, when one of those is an escaped name (`markNames` compares its bytes instead).
+    static func markKnownNames(_ batch: borrowing EventBatch, _ w: inout Work) -> Bool {
+        for (_, slot) in w.knownNameSlots where w.found[slot] >= 0 && batch.property(w.found[slot]).nameEscaped { return false }
+        for (name, slot) in w.knownNameSlots where w.found[slot] >= 0 {
+            w.seen[name] = w.stamp
+            w.first[name] = Int32(w.found[slot])
+        }
+        return true
     }
 
     /// One pass over the event's kept properties: which of the outputs' names it has, and where the first of each is.
@@ -584,7 +610,7 @@ public final class MatchStage: Stage {
 
     /// Per `KnownProperty` raw value: its index in `names`, or -1. Every name but `current_url` is a known
     /// property, found by `Property.known` without reading name bytes.
-    private static let nameOfKnown: [Int8] = (0..<256).map { k in
+    static let nameOfKnown: [Int8] = (0..<256).map { k in
         guard let known = KnownProperty(rawValue: k) else { return -1 }
         let name = known.name.withUTF8Buffer { Array($0) }
         return Int8(names.firstIndex(of: name) ?? -1)

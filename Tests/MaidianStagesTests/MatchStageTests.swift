@@ -131,6 +131,40 @@ final class MatchStageTests: XCTestCase {
         XCTAssertEqual(props(r, 2)["pagexx"] as? String, "other")
     }
 
+    /// A `pagePara` reading a known property the stage finds anyway (`$app_version`): its value is taken from that
+    /// pass, unless the first such property has an escaped name (never equal to the name's bytes, as before).
+    func testPageParaOfAKnownPropertyComesFromTheFirstUnescapedOne() throws {
+        let rules = """
+        version: 1
+        actions:
+          PAGEPV:
+            "HomeViewController":
+              userDefined: {eventid: "pv"}
+              pagePara:
+                ver: {propertyName: "$app_version", propertyPath: "", containIn: "0"}
+        """
+        let matcher = try RuleMatcher(rules: RulesFile.parse(rules))
+        XCTAssertTrue(matcher.outputs.hasKnownNames)
+        XCTAssertEqual(matcher.outputs.otherNameLengths, 1 << 7 | 1 << 3, "eventid and ver; not $app_version")
+        let h = try harness(MatchStage(matcher: matcher, context: StageHarness.context()))
+        let events = [
+            #"{"$screen_name":"HomeViewController","$os":"iOS","$app_version":"1.0"}"#,
+            #"{"$screen_name":"HomeViewController","$app_v\u0065rsion":"2.0"}"#,
+            #"{"$screen_name":"HomeViewController"}"#,
+            #"{"$screen_name":"HomeViewController","ver":"mine","$app_version":"3.0"}"#,
+            #"{"$screen_name":"HomeViewController","$lib_version":"9","$app_version":"4.0"}"#,
+        ].enumerated().map { trackEvent(event: "$AppViewScreen", trackID: Int64($0.offset + 1), properties: $0.element) }
+        let r = try h.run([TestRecord(json: "[" + events.joined(separator: ",") + "]")])
+        XCTAssertEqual(r.enriched.count, 5)
+        guard r.enriched.count == 5 else { return }
+        XCTAssertEqual(props(r, 0)["ver"] as? String, "1.0")
+        XCTAssertNil(props(r, 1)["ver"], "an escaped name is not the entry's property")
+        XCTAssertNil(props(r, 2)["ver"])
+        XCTAssertEqual(props(r, 3)["ver"] as? String, "mine", "a client value is never overwritten")
+        XCTAssertEqual(props(r, 4)["ver"] as? String, "4.0", "a name of $app_version's length is no reason to look again")
+        XCTAssertEqual((0..<5).map { props(r, $0)["eventid"] as? String }, ["pv", "pv", "pv", "pv", "pv"])
+    }
+
     /// `where:` conditions read the batch's kept properties (escaped values decoded), after the cached match.
     func testConditionsOnBatchProperties() throws {
         let rules = """
