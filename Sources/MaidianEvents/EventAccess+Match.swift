@@ -157,13 +157,13 @@ extension EventBatch {
     /// then gives each event its range with `setHitRange`.
     @inlinable public mutating func appendHit(_ hit: MatchHit) { hits.append(hit) }
 
-    /// Appends `head`, then the pieces `pieces[starts[n] ..< starts[n + 1]]` for each `n` of `list` separated
-    /// by `separator`, then `tail`, to the scratch arena with one growth (the match stage's `$matched_rules`:
-    /// a few short ids; a call per piece cost more than the copies).
-    @inlinable public mutating func appendJoinedToScratch(head: ByteView, pieces: ByteView, starts: [Int32], list: [Int],
-                                                          separator: UInt8, tail: UInt8) {
+    /// Appends `head`, then the pieces `pieces[piece(n)]` for each `n` of `list` separated by `separator`, then
+    /// `tail`, to the scratch arena with one growth (the match stage's `$matched_rules`: a few short ids; a call
+    /// per piece cost more than the copies).
+    @inlinable public mutating func appendJoinedToScratch(head: ByteView, pieces: ByteView, list: [Int], separator: UInt8, tail: UInt8,
+                                                          piece: (Int) -> Range<Int>) {
         var total = head.count + 1 + max(list.count - 1, 0)
-        for n in list { total += Int(starts[n + 1] &- starts[n]) }
+        for n in list { total += piece(n).count }
         let at = scratch.count
         scratch.append(contentsOf: repeatElement(0, count: total))
         scratch.withUnsafeMutableBufferPointer { s in
@@ -175,7 +175,7 @@ extension EventBatch {
             put(head)
             for (k, n) in list.enumerated() {
                 if k > 0 { s[o] = separator; o &+= 1 }
-                put(pieces[Int(starts[n]) ..< Int(starts[n + 1])])
+                put(pieces[piece(n)])
             }
             s[o] = tail
         }

@@ -33,17 +33,27 @@ public struct HitOutputs: Sendable {
         public var keyStart: Int32, keyEnd: Int32
     }
 
+    /// What one hit writes, in one record: the match stage reads all of it per hit, and with thousands of rules
+    /// a record per hit is one cache line where an array per field was one each.
+    public struct Hit: Sendable {
+        /// The id as a JSON string: `bytes[idStart..<idEnd]`.
+        public var idStart: Int32, idEnd: Int32
+        /// For `group_by_content` element rules: the content item key in `bytes[groupStart..<groupEnd]` (empty:
+        /// the string content); `groupStart < 0` for every other rule.
+        public var groupStart: Int32, groupEnd: Int32
+        /// The hit's entries: `entries[entryStart..<entryEnd]`.
+        public var entryStart: Int32, entryEnd: Int32
+        /// The count the hit feeds.
+        public var metric: MatchMetric
+
+        /// Whether the hit has `userDefined` or `pagePara` entries.
+        @inlinable public var hasEntries: Bool { entryStart < entryEnd }
+    }
+
     /// Every byte the tables point into.
     public private(set) var bytes: [UInt8] = []
-    /// Hit `h`'s id as a JSON string is `bytes[idStarts[h]..<idStarts[h + 1]]`.
-    public private(set) var idStarts: [Int32] = []
-    /// The count hit `h` feeds.
-    public private(set) var metrics: [MatchMetric] = []
-    /// For `group_by_content` element rules: the content item key in `bytes[groupStarts[h]..<groupEnds[h]]`
-    /// (empty: the string content); `groupStarts[h] < 0` for every other rule.
-    public private(set) var groupStarts: [Int32] = [], groupEnds: [Int32] = []
-    /// Hit `h`'s entries are `entries[entryStarts[h]..<entryStarts[h + 1]]`.
-    public private(set) var entryStarts: [Int32] = []
+    /// Per hit number.
+    public private(set) var hits: [Hit] = []
     public private(set) var entries: [Entry] = []
     /// The distinct property names entries write or read (UTF-8, compared with the raw name bytes of an
     /// event's properties): name `n` is `bytes[nameStarts[n]..<nameStarts[n + 1]]`.
@@ -86,23 +96,22 @@ public struct HitOutputs: Sendable {
             return (Int32(start), Int32(bytes.count))
         }
 
-        let hitCount = rules.pages.count + rules.elements.count + rules.actions.count
-        idStarts.reserveCapacity(hitCount + 1)
-        idStarts.append(Int32(bytes.count))
-        for id in rules.pages.map(\.id) + rules.elements.map(\.id) + rules.actions.map(\.id) {
+        let metrics: [MatchMetric] = rules.pages.map { _ in .pv } + rules.elements.map { _ in .click }
+            + rules.actions.map { $0.kind == .pagePV ? .pv : .click }
+        for (h, id) in (rules.pages.map(\.id) + rules.elements.map(\.id) + rules.actions.map(\.id)).enumerated() {
+            let start = Int32(bytes.count)
             JSONOut.appendString(id, to: &bytes)
-            idStarts.append(Int32(bytes.count))
+            hits.append(Hit(idStart: start, idEnd: Int32(bytes.count), groupStart: -1, groupEnd: -1, entryStart: 0, entryEnd: 0, metric: metrics[h]))
         }
-        metrics = rules.pages.map { _ in .pv } + rules.elements.map { _ in .click } + rules.actions.map { $0.kind == .pagePV ? .pv : .click }
-        groupStarts = Array(repeating: -1, count: hitCount)
-        groupEnds = Array(repeating: -1, count: hitCount)
         for (e, r) in rules.elements.enumerated() where r.groupByContent {
-            (groupStarts[rules.pages.count + e], groupEnds[rules.pages.count + e]) = put(Array((r.contentKey ?? "").utf8))
+            (hits[rules.pages.count + e].groupStart, hits[rules.pages.count + e].groupEnd) = put(Array((r.contentKey ?? "").utf8))
         }
 
-        entryStarts = Array(repeating: 0, count: rules.pages.count + rules.elements.count + 1)
-        for a in rules.actions {
-            for (key, value) in a.userDefined {
+        for (a, action) in rules.actions.enumerated() {
+            let h = rules.pages.count + rules.elements.count + a
+            hits[h].entryStart = Int32(entries.count)
+            defer { hits[h].entryEnd = Int32(entries.count) }
+            for (key, value) in action.userDefined {
                 let start = bytes.count
                 JSONOut.appendString(key, to: &bytes)
                 bytes.append(0x3A)
@@ -110,7 +119,7 @@ public struct HitOutputs: Sendable {
                 entries.append(Entry(source: .constant, name: name(key), fragmentStart: Int32(start), fragmentEnd: Int32(bytes.count),
                                      property: -1, keyStart: 0, keyEnd: 0))
             }
-            for p in a.pagePara {
+            for p in action.pagePara {
                 let start = bytes.count
                 JSONOut.appendString(p.output, to: &bytes)
                 bytes.append(0x3A)
@@ -130,7 +139,6 @@ public struct HitOutputs: Sendable {
                 }
                 entries.append(entry)
             }
-            entryStarts.append(Int32(entries.count))
         }
 
         nameStarts = [Int32(bytes.count)]

@@ -419,7 +419,7 @@ extension RuleMatcher {
 
     /// Appends the JSON string of the hit's id.
     public func appendID(of hit: Int, to out: inout [UInt8]) {
-        let (start, end) = (Int(outputs.idStarts[hit]), Int(outputs.idStarts[hit + 1]))
+        let (start, end) = (Int(outputs.hits[hit].idStart), Int(outputs.hits[hit].idEnd))
         outputs.bytes.withUnsafeBufferPointer { out.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<end])) }
     }
 }

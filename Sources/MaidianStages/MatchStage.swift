@@ -326,7 +326,7 @@ public final class MatchStage: Stage {
     /// entry of a name wins, and names the event already has are left alone.
     static func addParameters(_ batch: inout EventBatch, _ i: Int, _ ev: EventView, _ outputs: HitOutputs, _ w: inout Work) {
         var any = false
-        for h in w.hits where outputs.entryStarts[h] < outputs.entryStarts[h + 1] { any = true; break }
+        for h in w.hits where outputs.hits[h].hasEntries { any = true; break }
         guard any else { return }
         w.nextStamp()
         // Most events have none of the names entries write (`eventid`, `pageid`, ...): when no name of theirs that
@@ -341,7 +341,8 @@ public final class MatchStage: Stage {
         w.ends.removeAll(keepingCapacity: true)
         var total = 0
         for h in w.hits {
-            for n in Int(outputs.entryStarts[h])..<Int(outputs.entryStarts[h + 1]) {
+            let hit = outputs.hits[h]
+            for n in Int(hit.entryStart)..<Int(hit.entryEnd) {
                 let e = outputs.entries[n]
                 let name = Int(e.name)
                 if w.added[name] == stamp || w.seen[name] == stamp { continue }
@@ -460,14 +461,17 @@ public final class MatchStage: Stage {
         let start = batch.scratchEnd
         outputs.bytes.withByteView { ob in
             Self.matchedRulesHead.withByteView {
-                batch.appendJoinedToScratch(head: $0, pieces: ob, starts: outputs.idStarts, list: w.hits, separator: 0x2C, tail: 0x5D)
+                batch.appendJoinedToScratch(head: $0, pieces: ob, list: w.hits, separator: 0x2C, tail: 0x5D) { h in
+                    Int(outputs.hits[h].idStart)..<Int(outputs.hits[h].idEnd)
+                }
             }
         }
         var idStart = start + Self.matchedRulesHead.count
         for h in w.hits {
-            let idEnd = idStart + Int(outputs.idStarts[h + 1] - outputs.idStarts[h])
-            var hit = MatchHit(id: Span(idStart, idEnd), metric: outputs.metrics[h])
-            if outputs.groupStarts[h] >= 0 { (hit.content, hit.contentInScratch) = groupingContent(batch, outputs, h, w.found[8]) }
+            let record = outputs.hits[h]
+            let idEnd = idStart + Int(record.idEnd - record.idStart)
+            var hit = MatchHit(id: Span(idStart, idEnd), metric: record.metric)
+            if record.groupStart >= 0 { (hit.content, hit.contentInScratch) = groupingContent(batch, outputs, record, w.found[8]) }
             batch.appendHit(hit)
             idStart = idEnd + 1
         }
@@ -477,14 +481,14 @@ public final class MatchStage: Stage {
 
     private static let matchedRulesHead = Array("\"$matched_rules\":[".utf8)
 
-    /// The content `group_by_content` hit `h` counts under: the string content (key "") or the item `key` of a
-    /// composite content, as a JSON string span; `k` is the event's `$element_content` property. The batch is
-    /// borrowed, never captured from the caller's `inout` (a closure doing that copied the batch, retaining
+    /// The content a `group_by_content` hit (`record`) counts under: the string content (key "") or the item `key`
+    /// of a composite content, as a JSON string span; `k` is the event's `$element_content` property. The batch
+    /// is borrowed, never captured from the caller's `inout` (a closure doing that copied the batch, retaining
     /// every arena, per hit).
-    static func groupingContent(_ batch: borrowing EventBatch, _ outputs: HitOutputs, _ h: Int, _ k: Int) -> (Span, Bool) {
+    static func groupingContent(_ batch: borrowing EventBatch, _ outputs: HitOutputs, _ record: HitOutputs.Hit, _ k: Int) -> (Span, Bool) {
         guard k >= 0 else { return (.absent, false) }
         let p = batch.property(k)
-        let keyStart = Int(outputs.groupStarts[h]), keyEnd = Int(outputs.groupEnds[h])
+        let keyStart = Int(record.groupStart), keyEnd = Int(record.groupEnd)
         if keyStart == keyEnd {
             guard p.kind == .string else { return (.absent, false) }
             return p.fix == .replace ? (p.replacement, true) : (p.value, false)

@@ -103,7 +103,9 @@ final class EventAccessMatchTests: XCTestCase {
             expected.append(0x5D)
             let start = b.scratchEnd
             Array("\"$matched_rules\":[".utf8).withByteView { head in
-                pieces.withByteView { b.appendJoinedToScratch(head: head, pieces: $0, starts: starts, list: list, separator: 0x2C, tail: 0x5D) }
+                pieces.withByteView {
+                    b.appendJoinedToScratch(head: head, pieces: $0, list: list, separator: 0x2C, tail: 0x5D) { Int(starts[$0])..<Int(starts[$0 + 1]) }
+                }
             }
             XCTAssertEqual(Array(b.scratch[start...]), expected, "\(list)")
             XCTAssertEqual(b.scratchEnd, start + expected.count)
