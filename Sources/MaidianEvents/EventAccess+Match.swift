@@ -104,45 +104,54 @@ extension EventBatch {
     /// first kept property of slot `s`, or -1. A property that is a known one (`Property.known`) goes to slot
     /// `slotOfKnown[known]` (-1: not wanted), found without reading its name; one other name, `extra`, is
     /// compared by its bytes and goes to slot `extraSlot`. `found` keeps its size (every slot is set).
-    ///
-    /// Returns the lengths of the other names in the same pass: bit `min(n, 63)` is set for each kept property
-    /// of `n` name bytes that `known` does not place (not a known name, or an escaped one). A stage that looks
-    /// for names of its own by their bytes skips that second pass when none of its lengths is set.
+    @inlinable public func firstProperties(of head: EventHead, slotOfKnown: [Int8], extra: StaticString, extraSlot: Int,
+                                           into found: inout [Int]) {
+        var none: [Int32] = []
+        firstProperties(of: head, slotOfKnown: slotOfKnown, extra: extra, extraSlot: extraSlot, into: &found, others: &none)
+    }
+
+    /// The same, and in the same pass the indices of the kept properties `known` does not place (a name that is
+    /// no known one's, or an escaped one), in order, into `others` as far as it has room (it keeps its size).
+    /// Returns how many there are: more than `others.count` means some were left out. A stage looking for
+    /// names of its own by their bytes then compares these few instead of passing over every property again.
     @inlinable @discardableResult
     public func firstProperties(of head: EventHead, slotOfKnown: [Int8], extra: StaticString, extraSlot: Int,
-                                into found: inout [Int]) -> UInt64 {
+                                into found: inout [Int], others: inout [Int32]) -> Int {
         precondition(extraSlot >= 0 && extraSlot < found.count && slotOfKnown.count >= 256, "slots out of range")
         let lo = Int(head.firstProperty), hi = lo + Int(head.propertyCount)
         precondition(lo >= 0 && hi <= properties.count, "event properties out of range")
         let extraCount = extra.utf8CodeUnitCount
-        var otherLengths: UInt64 = 0
+        var otherCount = 0
         json.withUnsafeBufferPointer { j in
             properties.withUnsafeBufferPointer { props in
                 slotOfKnown.withUnsafeBufferPointer { known in
-                    found.withUnsafeMutableBufferPointer { f in
-                        for s in f.indices { f[s] = -1 }
-                        var k = lo
-                        while k < hi {
-                            let p = props[k]
-                            if p.fix != .drop {
-                                if p.known == KnownProperty.none || p.nameEscaped {
-                                    otherLengths |= 1 &<< UInt64(min(p.name.count, 63))
+                    others.withUnsafeMutableBufferPointer { o in
+                        found.withUnsafeMutableBufferPointer { f in
+                            for s in f.indices { f[s] = -1 }
+                            var k = lo
+                            while k < hi {
+                                let p = props[k]
+                                if p.fix != .drop {
+                                    if p.known == KnownProperty.none || p.nameEscaped {
+                                        if otherCount < o.count { o[otherCount] = Int32(truncatingIfNeeded: k) }
+                                        otherCount &+= 1
+                                    }
+                                    if p.known != KnownProperty.none {
+                                        let s = Int(known[Int(p.known)])
+                                        if s >= 0 && s < f.count && f[s] < 0 { f[s] = k }
+                                    } else if p.name.count == extraCount && f[extraSlot] < 0
+                                                && Bytes.equal(j.baseAddress! + Int(p.name.start), extra) {
+                                        f[extraSlot] = k
+                                    }
                                 }
-                                if p.known != KnownProperty.none {
-                                    let s = Int(known[Int(p.known)])
-                                    if s >= 0 && s < f.count && f[s] < 0 { f[s] = k }
-                                } else if p.name.count == extraCount && f[extraSlot] < 0
-                                            && Bytes.equal(j.baseAddress! + Int(p.name.start), extra) {
-                                    f[extraSlot] = k
-                                }
+                                k &+= 1
                             }
-                            k &+= 1
                         }
                     }
                 }
             }
         }
-        return otherLengths
+        return otherCount
     }
 }
 

@@ -194,7 +194,7 @@ public final class MatchStage: Stage {
             let kind = roles.role(of: ev, in: batch)
             let role: EventRole = kind == .pageEnter ? .pageEnter : kind == .click ? .click : .other
             if role == .other && kind != .pageLeave { continue }
-            w.otherNameLengths = Self.findProperties(batch, ev, &w.found)
+            w.otherCount = Self.findProperties(batch, ev, &w.found, others: &w.others)
             // Later stages (dwell, trails) skip ignored pages without knowing the rules file.
             if Self.pageIgnored(batch, w.found, matcher, ignoredPageBytes, ignoredLengths) {
                 batch.setFlag(i, EventFlag.ignoredPage)
@@ -277,8 +277,10 @@ public final class MatchStage: Stage {
         var hits: [Int] = []
         /// `findProperties`' result (sized by `resize`).
         var found: [Int] = []
-        /// The lengths of the event's property names `found` did not place by `Property.known` (bit `min(n, 63)`).
-        var otherNameLengths: UInt64 = 0
+        /// The event's properties `findProperties` did not place by `Property.known` (`otherCount` of them; only
+        /// the first `others.count` are listed).
+        var others: [Int32] = Array(repeating: 0, count: 16)
+        var otherCount = 0
         var buffer: [UInt8] = []
         /// Per name of `HitOutputs`: `seen[n] == stamp` when the event has a kept property of that name, the first
         /// being `first[n]`; `added[n] == stamp` when the stage added it. `stamp` changes per event: nothing to clear.
@@ -329,10 +331,12 @@ public final class MatchStage: Stage {
         for h in w.hits where outputs.hits[h].hasEntries { any = true; break }
         guard any else { return }
         w.nextStamp()
-        // Most events have none of the names entries write (`eventid`, `pageid`, ...): when no name of theirs that
-        // `Property.known` does not place has the length of such a name, the pass over the properties is skipped,
-        // and the entries' known names (`$app_version` read by a `pagePara`) are taken from `findProperties`' pass.
-        if !(w.knownNamesFound && w.otherNameLengths & outputs.otherNameLengths == 0 && markKnownNames(batch, &w)) {
+        // The entries' known names (`$app_version` read by a `pagePara`) come from `findProperties`' pass, and
+        // the others (`eventid`, `pageid`, ...) are looked for among the few properties that pass listed as not
+        // known: no second pass over every property, unless the list ran out of room or a name is escaped.
+        if w.knownNamesFound && w.otherCount <= w.others.count && markKnownNames(batch, &w) {
+            if w.otherCount > 0 && outputs.otherNameLengths != 0 { markOtherNames(batch, outputs, &w) }
+        } else {
             markNames(batch, ev, outputs, &w)
         }
         let stamp = w.stamp
@@ -414,19 +418,43 @@ public final class MatchStage: Stage {
                         }
                         continue
                     }
-                    let c = p.name.count
-                    guard (lengths >> UInt64(min(c, 63))) & 1 != 0, c <= longest else { continue }
-                    let name = j[p.name]
-                    for e in Int(outputs.byLength[c])..<Int(outputs.byLength[c + 1]) {
-                        let n = Int(outputs.nameOrder[e])
-                        let start = Int(outputs.nameStarts[n])
-                        if w.seen[n] != stamp && name.equals(nb[start..<(start + c)]) {
-                            w.seen[n] = stamp
-                            w.first[n] = Int32(k)
-                            break
-                        }
-                    }
+                    markByBytes(k, p, j, nb, outputs, longest, lengths, &w)
                 }
+            }
+        }
+    }
+
+    /// `markNames` over the properties `findProperties` listed as not placed by `Property.known` (its other
+    /// names can only be among them: the bytes of a known name are a known property's, and no known name has
+    /// a backslash), after `markKnownNames` marked the known ones.
+    static func markOtherNames(_ batch: borrowing EventBatch, _ outputs: HitOutputs, _ w: inout Work) {
+        let longest = outputs.longestName, lengths = outputs.otherNameLengths
+        batch.withJSON { j in
+            outputs.bytes.withByteView { nb in
+                for o in 0..<w.otherCount {
+                    let k = Int(w.others[o])
+                    markByBytes(k, batch.property(k), j, nb, outputs, longest, lengths, &w)
+                }
+            }
+        }
+    }
+
+    /// Marks the first of the outputs' names that property `k`'s name bytes are (`j`: the JSON arena, `nb`:
+    /// the outputs' bytes; `lengths`: bit `min(c, 63)` set when some name looked for is `c` bytes long).
+    @inline(__always)
+    static func markByBytes(_ k: Int, _ p: Property, _ j: ByteView, _ nb: ByteView, _ outputs: HitOutputs, _ longest: Int, _ lengths: UInt64,
+                            _ w: inout Work) {
+        let c = p.name.count
+        guard (lengths >> UInt64(min(c, 63))) & 1 != 0, c <= longest else { return }
+        let name = j[p.name]
+        let stamp = w.stamp
+        for e in Int(outputs.byLength[c])..<Int(outputs.byLength[c + 1]) {
+            let n = Int(outputs.nameOrder[e])
+            let start = Int(outputs.nameStarts[n])
+            if w.seen[n] != stamp && name.equals(nb[start..<(start + c)]) {
+                w.seen[n] = stamp
+                w.first[n] = Int32(k)
+                return
             }
         }
     }
@@ -622,10 +650,14 @@ public final class MatchStage: Stage {
     private static let currentURL = names.firstIndex(of: Array("current_url".utf8))!
 
     /// One pass over the event's kept properties: the index of each of `names` (the first kept one of a name).
-    /// Returns the lengths of the names not found by `Property.known` (`EventBatch.firstProperties`).
-    @discardableResult
-    package static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) -> UInt64 {
+    package static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int]) {
         batch.firstProperties(of: ev, slotOfKnown: nameOfKnown, extra: "current_url", extraSlot: currentURL, into: &found)
+    }
+
+    /// The same, and the properties not placed by `Property.known` into `others`; returns how many there are
+    /// (`EventBatch.firstProperties`).
+    static func findProperties(_ batch: borrowing EventBatch, _ ev: EventView, _ found: inout [Int], others: inout [Int32]) -> Int {
+        batch.firstProperties(of: ev, slotOfKnown: nameOfKnown, extra: "current_url", extraSlot: currentURL, into: &found, others: &others)
     }
 
     /// The value bytes of a kept property (its replacement when fixed).

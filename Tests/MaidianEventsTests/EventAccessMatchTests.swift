@@ -30,24 +30,29 @@ final class EventAccessMatchTests: XCTestCase {
         var slotOfKnown = [Int8](repeating: -1, count: 256)
         slotOfKnown[KnownProperty.screenName.rawValue] = 0
         var found = [5, 5, 5]
-        let other = b.firstProperties(of: h, slotOfKnown: slotOfKnown, extra: "current_url", extraSlot: 1, into: &found)
+        b.firstProperties(of: h, slotOfKnown: slotOfKnown, extra: "current_url", extraSlot: 1, into: &found)
         let lo = Int(h.firstProperty)
         XCTAssertEqual(found, [lo + 2, lo + 1, -1], "the first of each; an unused slot is reset")
-        XCTAssertEqual(other, 1 << 1 | 1 << 11, "the lengths of the names not placed by `known`: x, current_url")
     }
 
-    /// The lengths returned are those of every kept name that `Property.known` does not place: unknown names,
-    /// escaped known ones, long names (bit 63); dropped properties are left out.
-    func testFirstPropertiesReturnsTheLengthsOfTheOtherNames() {
-        let long = String(repeating: "n", count: 70)
+    /// The other properties listed are every kept one that `Property.known` does not place, in order: unknown
+    /// names and escaped known ones; not known ones, not dropped ones. The count goes on past the room.
+    func testFirstPropertiesListsTheOtherNames() {
         var b = batch([
-            #"{"type":"track","event":"$AppClick","time":1763700000000,"distinct_id":"a","properties":{"$os":"iOS","$ti\u0074le":"esc","pageid":"p","\#(long)":1,"gone":2}}"#,
+            #"{"type":"track","event":"$AppClick","time":1763700000000,"distinct_id":"a","properties":{"$os":"iOS","$ti\u0074le":"esc","pageid":"p","gone":2,"$title":"T","last":1}}"#,
         ])
         let h = b.head(0)
-        b.properties[Int(h.firstProperty) + 4].fix = .drop
+        let lo = Int(h.firstProperty)
+        b.properties[lo + 3].fix = .drop
         var found = [0]
-        let other = b.firstProperties(of: h, slotOfKnown: [Int8](repeating: -1, count: 256), extra: "current_url", extraSlot: 0, into: &found)
-        XCTAssertEqual(other, 1 << 11 | 1 << 6 | 1 << 63, "escaped $title (11 raw bytes), pageid, the long name; not $os, not the dropped one")
+        var others = [Int32](repeating: -7, count: 4)
+        var n = b.firstProperties(of: h, slotOfKnown: [Int8](repeating: -1, count: 256), extra: "current_url", extraSlot: 0, into: &found, others: &others)
+        XCTAssertEqual(n, 3)
+        XCTAssertEqual(others, [Int32(lo + 1), Int32(lo + 2), Int32(lo + 5), -7], "escaped $title, pageid, last")
+        var small = [Int32](repeating: -7, count: 2)
+        n = b.firstProperties(of: h, slotOfKnown: [Int8](repeating: -1, count: 256), extra: "current_url", extraSlot: 0, into: &found, others: &small)
+        XCTAssertEqual(n, 3, "counted past the room")
+        XCTAssertEqual(small, [Int32(lo + 1), Int32(lo + 2)])
     }
 
     func testScratchAppendersCopyFromEveryArena() {

@@ -123,11 +123,14 @@ final class MatchStageTests: XCTestCase {
             #"{"$screen_name":"HomeViewController","pageid":"client"}"#,
             #"{"$screen_name":"HomeViewController","pagexx":"other","$os":"iOS"}"#,
             #"{"$screen_name":"HomeViewController","$os":"iOS","eventid":"mine","item":"x"}"#,
+            // More other names than the stage lists: it looks at every property.
+            "{\"$screen_name\":\"HomeViewController\"," + (0..<20).map { "\"x\($0)\":\($0)," }.joined() + "\"pageid\":\"late\"}",
         ].enumerated().map { trackEvent(event: "$AppViewScreen", trackID: Int64($0.offset + 1), properties: $0.element) }
         let r = try h.run([TestRecord(json: "[" + events.joined(separator: ",") + "]")])
-        XCTAssertEqual(r.enriched.count, 4)
-        XCTAssertEqual((0..<4).map { props(r, $0)["pageid"] as? String }, ["234", "client", "234", "234"])
-        XCTAssertEqual((0..<4).map { props(r, $0)["eventid"] as? String }, ["pv", "pv", "pv", "mine"])
+        XCTAssertEqual(r.enriched.count, 5)
+        guard r.enriched.count == 5 else { return }
+        XCTAssertEqual((0..<5).map { props(r, $0)["pageid"] as? String }, ["234", "client", "234", "234", "late"])
+        XCTAssertEqual((0..<5).map { props(r, $0)["eventid"] as? String }, ["pv", "pv", "pv", "mine", "pv"])
         XCTAssertEqual(props(r, 2)["pagexx"] as? String, "other")
     }
 
