@@ -49,12 +49,12 @@ struct BenchMatchCommand: ParsableCommand {
     struct Figure {
         var rules = 0, regexRules = 0, conditionRules = 0
         var loadSeconds = 0.0
-        var events = 0, roleEvents = 0, matchedEvents = 0, addedProperties = 0, hits = 0
+        var events = 0, roleEvents = 0, matchedEvents = 0, addedFragments = 0, hits = 0
         var cpuSeconds = Double.infinity, wallSeconds = 0.0
         var eventsPerCPUSecond: Double { Double(events) / cpuSeconds }
         var json: String {
             "{\"rules\":\(rules),\"regex_rules\":\(regexRules),\"condition_rules\":\(conditionRules),\"load_s\":\(String(format: "%.3f", loadSeconds)),"
-                + "\"events\":\(events),\"page_and_click_events\":\(roleEvents),\"matched_events\":\(matchedEvents),\"added_properties\":\(addedProperties),"
+                + "\"events\":\(events),\"page_and_click_events\":\(roleEvents),\"matched_events\":\(matchedEvents),\"added_fragments\":\(addedFragments),"
                 + "\"cpu_s\":\(String(format: "%.4f", cpuSeconds)),\"wall_s\":\(String(format: "%.4f", wallSeconds)),"
                 + "\"events_per_cpu_s\":\(Int(eventsPerCPUSecond))}"
         }
@@ -131,7 +131,7 @@ struct BenchMatchCommand: ParsableCommand {
             for b in batches {
                 var work = b
                 try stage.process(&work, output: &output)
-                figure.addedProperties += work.addedPropertyCount - b.addedPropertyCount
+                figure.addedFragments += work.addedPropertyCount - b.addedPropertyCount
                 // Rules matched, summed over events: what publishing and conditions cost scales with.
                 figure.hits += work.matchHitCount - b.matchHitCount
             }
@@ -155,10 +155,10 @@ struct BenchMatchCommand: ParsableCommand {
             figures.append(figure)
             if !json {
                 print(String(format: "%6d rules (%4d regex, %4d where): %9.0f events/s per core (CPU %.3f s, wall %.3f s for %d events); "
-                             + "matched %d of %d page views and clicks (%.1f%%; %d rules matched in all), %d properties added; load %.2f s",
+                             + "matched %d of %d page views and clicks (%.1f%%; %d rules matched in all), %d fragments of properties added; load %.2f s",
                              figure.rules, figure.regexRules, figure.conditionRules, figure.eventsPerCPUSecond, figure.cpuSeconds, figure.wallSeconds,
                              figure.events, figure.matchedEvents, figure.roleEvents,
-                             100 * Double(figure.matchedEvents) / Double(max(figure.roleEvents, 1)), figure.hits, figure.addedProperties, figure.loadSeconds))
+                             100 * Double(figure.matchedEvents) / Double(max(figure.roleEvents, 1)), figure.hits, figure.addedFragments, figure.loadSeconds))
             }
         }
         if json { print("[" + figures.map(\.json).joined(separator: ",") + "]") }

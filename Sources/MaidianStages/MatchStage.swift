@@ -288,8 +288,8 @@ public final class MatchStage: Stage {
         var stamp: UInt32 = 0
         /// Results of the current matcher by facts (replaced with the matcher).
         var cache: MatchCache?
-        /// `addParameters`' copies, and where each added property ends (relative to the first).
-        var pieces: [Piece] = [], ends: [Int32] = []
+        /// `addParameters`' copies.
+        var pieces: [Piece] = []
         /// `where:` conditions' per-event state.
         var conditions = ConditionScratch()
 
@@ -340,30 +340,30 @@ public final class MatchStage: Stage {
             markNames(batch, ev, outputs, &w)
         }
         let stamp = w.stamp
-        // What to copy is decided first, then copied in one go: one growth of `scratch` per event.
+        // What to copy is decided first (a parameter's value is read before anything is written), then copied as
+        // one fragment: the added properties joined by commas, linked once (readers and the output writer take
+        // a fragment of several).
         w.pieces.removeAll(keepingCapacity: true)
-        w.ends.removeAll(keepingCapacity: true)
-        var total = 0
         for h in w.hits {
             let hit = outputs.hits[h]
             for n in Int(hit.entryStart)..<Int(hit.entryEnd) {
                 let e = outputs.entries[n]
                 let name = Int(e.name)
                 if w.added[name] == stamp || w.seen[name] == stamp { continue }
+                let separator = !w.pieces.isEmpty
                 if e.source == .constant {
+                    if separator { w.pieces.append(Piece(from: .comma, start: 0, end: 0)) }
                     w.pieces.append(Piece(from: .outputs, start: e.fragmentStart, end: e.fragmentEnd))
                 } else {
                     guard let value = parameterValue(batch, ev, e, outputs, w) else { continue }
+                    if separator { w.pieces.append(Piece(from: .comma, start: 0, end: 0)) }
                     w.pieces.append(Piece(from: .outputs, start: e.fragmentStart, end: e.fragmentEnd))
                     w.pieces.append(Piece(from: value.inScratch ? .scratch : .json, start: value.span.start, end: value.span.end))
-                    total += value.span.count
                 }
-                total += Int(e.fragmentEnd - e.fragmentStart)
                 w.added[name] = stamp
-                w.ends.append(Int32(total))
             }
         }
-        guard !w.ends.isEmpty else { return }
+        guard !w.pieces.isEmpty else { return }
         let base = batch.scratchEnd
         outputs.bytes.withByteView { ob in
             for p in w.pieces {
@@ -371,19 +371,17 @@ public final class MatchStage: Stage {
                 case .outputs: batch.appendToScratch(ob[Int(p.start)..<Int(p.end)])
                 case .json: batch.appendToScratch(json: Span(start: p.start, end: p.end))
                 case .scratch: batch.appendToScratch(scratch: Span(start: p.start, end: p.end))
+                case .comma: batch.appendToScratch(0x2C)
                 }
             }
         }
-        var previous = 0
-        for end in w.ends {
-            batch.linkAdded(event: i, Span(base + previous, base + Int(end)))
-            previous = Int(end)
-        }
+        batch.linkAdded(event: i, Span(base, batch.scratchEnd))
     }
 
     /// A byte range `addParameters` copies into `scratch`.
     struct Piece {
-        enum Arena: UInt8 { case outputs, json, scratch }
+        /// Where the bytes are; `comma`: a separator between two added properties (no range).
+        enum Arena: UInt8 { case outputs, json, scratch, comma }
         var from: Arena
         var start: Int32, end: Int32
     }
