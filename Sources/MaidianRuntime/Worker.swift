@@ -389,6 +389,8 @@ private final class State: RebalanceHost {
                     repartitioning?.tick(held: heldSource, output: &output)
                     try engine.finish(output: &output)
                     try produceOutputs()
+                    // This worker's mergers read these partials back before it can end: send them now.
+                    if repartitioning != nil { sender.push() }
                     reportBatch(since: ContinuousClock.now)
                     finishedState = true
                     finishedHeld = heldSource
