@@ -163,12 +163,7 @@ public final class KafkaConsumer {
             batchCapacity = maxMessages
             batch = .allocate(capacity: batchCapacity)
         }
-        context.inPoll = true
-        let count = rd_kafka_consume_batch_queue(queue, timeout.kafkaMilliseconds, batch, max(maxMessages, 1))
-        context.inPoll = false
-        if count < 0 {
-            throw KafkaError(rd_kafka_last_error(), "consume from the consumer queue")
-        }
+        let count = try consumeBatch(maxMessages: max(maxMessages, 1), timeout: timeout)
         let batch = self.batch
         defer {
             for index in 0..<count { rd_kafka_message_destroy(batch[index]) }
@@ -191,6 +186,32 @@ public final class KafkaConsumer {
         applyPendingRebalances()
         try throwIfFatal()
         return delivered
+    }
+
+    /// Fills `batch` with up to `maxMessages` messages: what the queue holds now, or, when it holds nothing, the
+    /// first message to arrive within `timeout` and what came with it. Returns how many.
+    ///
+    /// Why not one `rd_kafka_consume_batch_queue` with the timeout: it returns only once the batch is full or
+    /// the timeout passed, so a poll that finds fewer messages than `maxMessages` waits out the whole timeout
+    /// holding the ones it has. That made the end of a bounded run wait 100 ms per round of the last partials
+    /// through the internal topic, and a starved worker wait with records in hand (bench/README.md, session 9).
+    private func consumeBatch(maxMessages: Int, timeout: Duration) throws -> Int {
+        context.inPoll = true
+        defer { context.inPoll = false }
+        var count = rd_kafka_consume_batch_queue(queue, 0, batch, maxMessages)
+        if count < 0 { throw KafkaError(rd_kafka_last_error(), "consume from the consumer queue") }
+        // A rebalance announced meanwhile ended the call (yield): apply it now rather than wait for messages.
+        guard count == 0, context.pending.isEmpty, timeout > .zero else { return count }
+        // Waits for the first message only (serving rebalances and errors as the batch call does); NULL on
+        // timeout or when a rebalance callback yielded.
+        guard let first = rd_kafka_consume_queue(queue, timeout.kafkaMilliseconds) else { return 0 }
+        batch[0] = first
+        count = 1
+        if maxMessages > 1 && context.pending.isEmpty {
+            let more = rd_kafka_consume_batch_queue(queue, 0, batch + 1, maxMessages - 1)
+            if more > 0 { count += more }
+        }
+        return count
     }
 
     /// Moves where assigned partitions are read from (the next message returned has this offset), without

@@ -37,6 +37,8 @@ final class OutputSender: @unchecked Sendable {
         /// A flush with this timeout instead of outputs.
         var flush: Duration?
         var flushID = 0
+        /// A push (`push()`) instead of outputs.
+        var push = false
     }
 
     private let producer: KafkaProducer
@@ -145,6 +147,18 @@ final class OutputSender: @unchecked Sendable {
         producer.wakePoll()
     }
 
+    /// Has everything sent so far sent to the brokers now, without waiting for `linger.ms`, and returns at once:
+    /// the sender thread flushes while the worker goes on. For outputs that the worker itself waits to read
+    /// back (the final partials of a bounded run, which its own merger reads from the internal topic):
+    /// lingering would only add `linger.ms` to the run's end. The flush's outcome is not reported; the next
+    /// `flush` reports any delivery failure, and offsets still move only with delivery reports.
+    func push() {
+        condition.lock()
+        jobs.append(Job(push: true))
+        condition.unlock()
+        producer.wakePoll()
+    }
+
     /// Waits until everything sent so far is produced and delivered (librdkafka's flush, which does not wait
     /// for `linger.ms`), or `timeout` passes. Throws the sender's failure, or the flush's.
     func flush(timeout: Duration) throws {
@@ -172,7 +186,7 @@ final class OutputSender: @unchecked Sendable {
         condition.lock()
         stopping = true
         if discard {
-            queuedOutputs -= jobs.filter { $0.flush == nil }.count
+            queuedOutputs -= jobs.filter { $0.flush == nil && !$0.push }.count
             jobs.removeAll()
         }
         condition.unlock()
@@ -201,6 +215,12 @@ final class OutputSender: @unchecked Sendable {
             var job = jobs.removeFirst()
             let failedBefore = failed != nil
             condition.unlock()
+            if job.push {
+                // Bounded: outputs sent meanwhile wait behind it (a slow broker makes the worker's flush wait anyway).
+                if !failedBefore { try? producer.flush(timeout: .seconds(1)) }
+                countDelivered()
+                continue
+            }
             if let timeout = job.flush {
                 var flushFailed: (any Error)?
                 if !failedBefore {

@@ -37,6 +37,11 @@ final class RebalanceHandler {
     private(set) var awaitingAssignment = false
     /// Delivery failed on a revocation: the worker stops with it after the poll.
     private(set) var failure: RuntimeError?
+    /// Where a newly assigned partition without a committed offset starts (`KafkaConsumer.beginning` or `.end`,
+    /// the consumer's `auto.offset.reset`); nil: left to librdkafka. Said explicitly, librdkafka looks the offset
+    /// up at once; left to it, it first waits out a 100 ms offset-query backoff (2.0.2) per fresh partition,
+    /// a tenth of a second at the start of every new group's run (bench/README.md, session 9).
+    var freshStart: Int64?
 
     init(topics: LaneTopics, books: PartitionBooks, committer: Committer, sourceKeepsState: Bool, host: any RebalanceHost, logger: Logger) {
         self.topics = topics
@@ -101,8 +106,11 @@ final class RebalanceHandler {
     func startOffsets(_ tps: [TopicPartition]) -> [TopicPartition: Int64] {
         let slots = tps.compactMap { topics.slot($0) }
         var committed: [TopicPartition: CommittedOffset] = [:]
+        // Only when the committed offsets are known to be missing: otherwise librdkafka reads them itself.
+        var fresh: Int64?
         do {
             committed = try host.committedOffsets(tps)
+            fresh = freshStart
         } catch {
             logger.error("could not read committed offsets of \(tps): \(error); starting from the group's committed offsets without state")
         }
@@ -128,7 +136,10 @@ final class RebalanceHandler {
             }
             drop([s])
             book[s.partition].lastCommitted = c?.offset
-            guard let c else { continue }
+            guard let c else {
+                if let fresh { starts[tp] = fresh }
+                continue
+            }
             book[s.partition].position = c.offset
             book[s.partition].committedFloor = c.offset
             guard let point = ReplayPoint(metadata: c.metadata) else {

@@ -175,6 +175,8 @@ private final class State: RebalanceHost {
     var producedSinceReport: [Int] = []
     /// Where the loop's time went, logged when the worker stops.
     var profile = LoopProfile()
+    /// Where partitions without a committed offset start (`RebalanceHandler.freshStart`).
+    let freshStart: Int64?
 
     init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) throws {
         self.spec = spec
@@ -212,6 +214,11 @@ private final class State: RebalanceHost {
         ]
         for (k, v) in spec.source.kafka { consumerConfig[k] = v }
         self.consumer = try KafkaConsumer(config: consumerConfig, logger: logger)
+        switch (consumerConfig["auto.offset.reset"] ?? KafkaConsumer.defaultConfig["auto.offset.reset"])?.lowercased() {
+        case "earliest", "smallest", "beginning": freshStart = KafkaConsumer.beginning
+        case "latest", "largest", "end": freshStart = KafkaConsumer.end
+        default: freshStart = nil  // `error`: librdkafka reports the missing offset
+        }
 
         var producerConfig: [String: String] = ["bootstrap.servers": bootstrap]
         for (k, v) in spec.producerKafka { producerConfig[k] = v }
@@ -250,6 +257,7 @@ private final class State: RebalanceHost {
             self.rebalances.handle(event)
             self.liveness.beat()  // a handler may block (flush, commit): that is progress, not a stall
         }
+        rebalances.freshStart = freshStart
         consumer.startOffsets = { [unowned self] tps in self.rebalances.startOffsets(tps) }
         let sourceBook = books.source
         consumer.onPartitionEOF = { [unowned self] tp, offset in
@@ -389,6 +397,8 @@ private final class State: RebalanceHost {
                     repartitioning?.tick(held: heldSource, output: &output)
                     try engine.finish(output: &output)
                     try produceOutputs()
+                    // This worker's mergers read these partials back before it can end: send them now.
+                    if repartitioning != nil { sender.push() }
                     reportBatch(since: ContinuousClock.now)
                     finishedState = true
                     finishedHeld = heldSource

@@ -233,6 +233,38 @@ final class KafkaConsumerTests: XCTestCase {
         try consumer.close()
     }
 
+    /// A poll hands out what arrived without waiting for a full batch: librdkafka's batch call alone waits out
+    /// the whole timeout unless `maxMessages` arrive, which held the last records of a bounded run back.
+    func testPollReturnsWhatArrivedWithoutWaitingOutTheTimeoutForAFullBatch() throws {
+        let logger = KafkaTestSupport.logger("poll-early-test")
+        let broker = try EmbeddedBroker(logger: logger)
+        let topic = KafkaTestSupport.uniqueName("few")
+        try broker.createTopic(topic, partitions: 1)
+        try produceTestData(broker, topic: topic, count: 10)
+        let consumer = try KafkaConsumer(config: KafkaTestSupport.standaloneConfig(broker), logger: logger)
+        try consumer.assign([TopicPartition(topic: topic, partition: 0): KafkaConsumer.beginning])
+        var offsets: [Int64] = []
+        var polls = 0
+        let start = ContinuousClock.now
+        while offsets.count < 10 && ContinuousClock.now - start < .seconds(40) {
+            polls += 1
+            _ = try consumer.poll(maxMessages: 250, timeout: .seconds(15)) { offsets.append($0.offset) }
+        }
+        let took = ContinuousClock.now - start
+        XCTAssertEqual(offsets, (0..<10).map { Int64($0) })
+        // Each poll returned once something had arrived: well before one poll's timeout.
+        XCTAssertLessThan(took, .seconds(7), "\(polls) poll(s)")
+
+        // With nothing to read, a poll still waits for its timeout (no busy loop) and returns nothing.
+        let idleStart = ContinuousClock.now
+        var more = 0
+        while ContinuousClock.now - idleStart < .milliseconds(300) {
+            more += try consumer.poll(maxMessages: 250, timeout: .milliseconds(300)) { _ in }
+        }
+        XCTAssertEqual(more, 0)
+        try consumer.close()
+    }
+
     func testReadsHeadersWrittenByKcat() throws {
         let kcat = URL(fileURLWithPath: "/usr/bin/kcat")
         guard FileManager.default.isExecutableFile(atPath: kcat.path) else {

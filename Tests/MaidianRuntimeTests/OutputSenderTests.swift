@@ -76,6 +76,34 @@ final class OutputSenderTests: XCTestCase {
         XCTAssertGreaterThan(sender.stop(), .zero, "the sender thread's CPU time")
     }
 
+    /// `push` sends what was handed over without waiting for `linger.ms` (the final partials of a bounded run,
+    /// which the worker's own merger waits to read back) and without the worker waiting for the deliveries;
+    /// offsets still move only over delivered outputs.
+    func testAPushSendsWithoutLingeringAndWithoutWaiting() throws {
+        // Linger far longer than the test may take: only the push can get the output out in time.
+        let (broker, topic, _, sender, _) = try setUp(extra: ["linger.ms": "60000"])
+        defer { sender.stop() }
+        let token = sender.withLedger { t, _ in t.add(partition: p0, offset: 3, outputs: 1) }
+        var (bytes, messages) = outputs(["partial"])
+        var tokens = [token]
+        sender.send(bytes: &bytes, messages: &messages, tokens: &tokens, topics: [topic])
+        let start = ContinuousClock.now
+        sender.push()
+        XCTAssertLessThan(ContinuousClock.now - start, .milliseconds(500), "push returns without waiting for the delivery")
+        var advanced: [Slot: Int64] = [:]
+        while advanced.isEmpty && ContinuousClock.now - start < .seconds(20) {
+            Thread.sleep(forTimeInterval: 0.01)
+            advanced = sender.withLedger { t, _ in
+                t.advance()
+                return t.takeAdvanced()
+            }
+        }
+        XCTAssertEqual(advanced, [p0: 4], "delivered once pushed")
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "well before linger.ms")
+        XCTAssertEqual(try read(broker, topic, count: 1), ["partial"])
+        XCTAssertNil(sender.failure)
+    }
+
     func testAFailedDeliveryHoldsBackTheOffsetAndIsTold() throws {
         let (broker, topic, _, sender, _) = try setUp()
         defer { sender.stop() }

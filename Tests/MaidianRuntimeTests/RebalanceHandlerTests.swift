@@ -25,7 +25,12 @@ final class RebalanceHandlerTests: XCTestCase {
             drains += 1
             if let drainError { throw drainError }
         }
-        func committedOffsets(_ tps: [TopicPartition]) throws -> [TopicPartition: CommittedOffset] { committed }
+        /// Reading the committed offsets fails with this, when set.
+        var readError: (any Error)?
+        func committedOffsets(_ tps: [TopicPartition]) throws -> [TopicPartition: CommittedOffset] {
+            if let readError { throw readError }
+            return committed
+        }
         func forgetState(_ lane: Lane, _ partitions: [Int32]) { forgotten.append("\(lane):\(partitions.sorted())") }
         func restore(_ s: Slot, from point: ReplayPoint) { restored[s] = point }
         func assignmentChanged(assigned: Bool) { changes.append(assigned) }
@@ -118,6 +123,30 @@ final class RebalanceHandlerTests: XCTestCase {
         t.handler.committer.commit(final: true)
         XCTAssertEqual(t.host.sent.last?[raw(0)]?.offset, 30)
         XCTAssertEqual(t.host.sent.last?[raw(2)]?.offset, 30)
+    }
+
+    /// Partitions the group never committed start where the consumer's `auto.offset.reset` says, explicitly
+    /// (librdkafka would first wait out an offset-query backoff); when the committed offsets could not be read,
+    /// librdkafka is left to read them.
+    func testPartitionsWithoutACommitStartAtTheResetOffsetOnlyWhenTheCommitsAreKnown() {
+        let t = parts()
+        let h = t.handler
+        h.freshStart = KafkaConsumer.beginning
+        t.host.committed = [raw(3): CommittedOffset(offset: 100, metadata: ReplayPoint(offset: 100, maxEventTime: 1).metadata)]
+        h.handle(.assigned([raw(3), raw(4), merged(0)]))
+        XCTAssertEqual(h.startOffsets([raw(3), raw(4), merged(0)]), [raw(4): KafkaConsumer.beginning, merged(0): KafkaConsumer.beginning])
+        XCTAssertEqual(t.books.source[3].position, 100, "committed: read on from the commit, as before")
+        XCTAssertNil(t.books.source[4].position)
+
+        let u = parts()
+        u.handler.freshStart = KafkaConsumer.end
+        u.host.readError = KafkaError(.timedOut, "offset fetch")
+        u.handler.handle(.assigned([raw(4)]))
+        XCTAssertEqual(u.handler.startOffsets([raw(4)]), [:], "unknown commits: librdkafka reads them")
+        u.host.readError = nil
+        u.handler.handle(.revoked([raw(4)]))
+        u.handler.handle(.assigned([raw(5)]))
+        XCTAssertEqual(u.handler.startOffsets([raw(5)]), [raw(5): KafkaConsumer.end])
     }
 
     func testAPartitionFromAnotherWorkerRereadsFromItsReplayPoint() {
