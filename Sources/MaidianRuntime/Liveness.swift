@@ -52,7 +52,10 @@ final class Liveness: Sendable {
                     if gap > longestFreeze.load(ordering: .relaxed) { longestFreeze.store(gap, ordering: .relaxed) }
                     logger.warning("the process was frozen for \(String(format: "%.1f", Double(gap) / 1e9)) s (SIGSTOP or a paused machine)")
                 }
-                let idle = now &- lastBeat.load(ordering: .relaxed)
+                // A beat from another thread can land between reading `now` and this load: a beat later than
+                // `now` is no idle time (a wrapping subtraction read it as 584 years and stopped a healthy worker).
+                let beat = lastBeat.load(ordering: .relaxed)
+                let idle = now > beat ? now - beat : 0
                 if let timeoutNs, !fired, idle > timeoutNs, !stopped.load(ordering: .relaxed) {
                     fired = true
                     let message = "the worker loop has made no progress for \(String(format: "%.1f", Double(idle) / 1e9)) s (source.liveness_timeout \(timeout!)): it is stuck"
