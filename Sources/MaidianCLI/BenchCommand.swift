@@ -21,13 +21,15 @@ struct BenchCommand: ParsableCommand {
     @Flag(help: "Also print a digest of all outputs, from one extra untimed run (to check that a change kept them).") var digest = false
     @Flag(help: "Also run once more measuring the wall time each stage takes (printed with the summary).") var stageTimes = false
     @Flag(help: "Leave out the merge of partial aggregates (a worker holding every internal partition merges them; by default the bench does too).") var noMerge = false
+    @Option(help: "Threads that decode (default 1: the figure is one core's; with more, the helpers' CPU time is counted too).") var decodeThreads: Int = 1
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
         let logger = global.makeLogger("maidian.bench")
         // Processing time stands still: outputs (and the digest) depend on the recording alone, not on how
         // fast this machine runs the stages (a debug build, a loaded machine).
-        let (spec, engine) = try loadPipeline(pipeline, logger: logger, clock: .frozen())
+        guard (1...8).contains(decodeThreads) else { throw ValidationError("--decode-threads must be between 1 and 8") }
+        let (spec, engine) = try loadPipeline(pipeline, logger: logger, clock: .frozen()) { $0.source.decodeThreads = decodeThreads }
         let batch = self.batch ?? spec.source.maxBatch
         let loadStart = ContinuousClock.now
         let records = Bench.prepare(try Recording.read(path: recording), partitions: Int32(partitions))
@@ -55,7 +57,7 @@ struct BenchCommand: ParsableCommand {
             print(String(format: "%d events (%d records) in %.3f s: %.0f events/s, %.1f MB/s of JSON, peak RSS %.1f MiB",
                          result.events, result.records, result.seconds, result.eventsPerSecond,
                          result.megabytesPerSecond, Double(result.peakRSSBytes) / 1_048_576))
-            print(String(format: "CPU time of the benchmark thread %.3f s: %.0f events per CPU second", result.cpuSeconds, result.eventsPerCPUSecond))
+            print(String(format: "CPU time of the benchmark thread%@ %.3f s: %.0f events per CPU second", decodeThreads > 1 ? " and its decode helpers" : "", result.cpuSeconds, result.eventsPerCPUSecond))
             print("outputs: \(result.outputMessages) messages (\(result.mergedMessages) written by merging partial aggregates), \(result.outputBytes) bytes")
             for line in summaryEngine.summaryLines() { print("  " + line) }
             if !noMerge, let merger = summaryEngine.repartitioning?.merger {

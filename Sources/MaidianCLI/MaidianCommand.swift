@@ -105,9 +105,10 @@ enum LoggingBootstrap {
 /// Reads a pipeline file and builds its engine, so configuration errors show before anything connects;
 /// on an error prints it (`reportPipelineError`) and exits 1. `clock`: the stages' processing time
 /// (`ProcessingClock.frozen()` for offline runs over a recording).
-func loadPipeline(_ path: String, logger: Logger, clock: ProcessingClock = .live) throws -> (PipelineSpec, PipelineEngine) {
+func loadPipeline(_ path: String, logger: Logger, clock: ProcessingClock = .live, adjust: (inout PipelineSpec) -> Void = { _ in }) throws -> (PipelineSpec, PipelineEngine) {
     do {
-        let spec = try PipelineSpec.load(path: path)
+        var spec = try PipelineSpec.load(path: path)
+        adjust(&spec)
         try spec.requireOutputs()
         let checker = PipelineCheck(registry: stageRegistry, logger: logger, kafkaProperty: kafkaPropertyProblem)
         // librdkafka would reject these only once a client starts, without saying where they are written.

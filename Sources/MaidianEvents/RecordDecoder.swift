@@ -41,20 +41,132 @@ public final class RecordDecoder {
     /// compares whole words up to 32 bytes from a key's quote).
     static let padding = 32
 
-    public init(limits: RecordLimits = RecordLimits()) {
+    /// Helper threads for decompression (`threads - 1` of them), if any.
+    private let crew: InflateCrew?
+    /// The zstd values a batch's threads decompress (`decodeAllShared`), reused.
+    private var plan: [InflateEntry] = []
+    /// The arena they decompress into; it then becomes the batch's JSON arena and the batch's old one comes
+    /// back here (swapped, never copied).
+    private var sharedArena: [UInt8] = []
+    /// The batch's input arena while the helpers read it (swapped out of the batch, so that the batch's other
+    /// arrays can change meanwhile).
+    private var heldInput: [UInt8] = []
+    /// Batches decoded with the helpers (tests check that the path ran).
+    private(set) var sharedBatches = 0
+
+    /// A decoder on the calling thread and `threads - 1` helper threads that decompress zstd values while it
+    /// scans (`source.decode_threads`). The helpers end with the decoder.
+    public init(limits: RecordLimits = RecordLimits(), threads: Int = 1) {
         self.limits = limits
+        crew = threads > 1 ? InflateCrew(helpers: threads - 1) : nil
     }
+
+    deinit { crew?.stop() }
+
+    /// CPU seconds the helper threads spent decompressing (0 without helpers).
+    public var helperCPUSeconds: Double { crew?.helperCPUSeconds ?? 0 }
 
     /// Decodes every record of the batch that has not been decoded yet, until the batch holds
     /// `limits.maxBatchBytes` (`decodedBytes`). Returns how many records are done: the records after them
     /// were left undecoded (the caller processes them as another batch).
     @discardableResult
     public func decodeAll(_ batch: inout EventBatch) -> Int {
+        if let crew, batch.jsonCount == 0, batch.records.count >= 2 * InflateCrew.chunk { return decodeAllShared(&batch, crew) }
+        return decodeAllInOrder(&batch)
+    }
+
+    /// `decodeAll` on this thread alone.
+    private func decodeAllInOrder(_ batch: inout EventBatch) -> Int {
         let budget = limits.maxBatchBytes
         let n = batch.records.count
         for r in 0..<n where !batch.records[r].json.isPresent && batch.records[r].status == .live {
             decode(&batch, record: r)
             if r &+ 1 < n && batch.decodedBytes >= budget { return r &+ 1 }
+        }
+        return n
+    }
+
+    /// `decodeAll` with helper threads, with the same outcome record for record (events, dead letters, where the
+    /// batch bound cuts). The zstd values that are one frame declaring a size within the limits, the common case,
+    /// get their places in a fresh arena up front, in record order, and are decompressed there by every thread
+    /// (`InflateCrew`) while this thread scans them in record order. At the first record that needs anything
+    /// else (raw JSON, several frames, no declared size, a frame that does not fill its size), this thread waits
+    /// for the helpers, the arena becomes the batch's, and the rest goes on as without helpers: records already
+    /// decompressed are scanned where they are, the others take the general path after the planned places.
+    private func decodeAllShared(_ batch: inout EventBatch, _ crew: InflateCrew) -> Int {
+        let budget = limits.maxBatchBytes
+        let n = batch.records.count
+        let padding = RecordDecoder.padding
+        plan.removeAll(keepingCapacity: true)
+        var planned = 0
+        batch.input.withUnsafeBytes { inp in
+            for r in 0..<n where !batch.records[r].json.isPresent && batch.records[r].status == .live {
+                if planned >= budget { break }  // what the bound cuts off is decoded with the next batch
+                let value = batch.records[r].value
+                guard value.count <= limits.maxCompressedBytes else { continue }
+                let v = UnsafeRawBufferPointer(rebasing: inp[Int(value.start)..<Int(value.end)])
+                guard ZstdDecompressor.hasMagic(v), let size = zstd.firstFrameContentSize(v), size <= limits.maxDecompressedBytes else { continue }
+                plan.append(InflateEntry(record: Int32(r), inputStart: Int(value.start), inputEnd: Int(value.end), at: planned, size: size, ok: false))
+                planned += size + padding
+            }
+        }
+        if plan.count < 2 * InflateCrew.chunk { return decodeAllInOrder(&batch) }
+        sharedBatches += 1
+        if sharedArena.count < planned { sharedArena.append(contentsOf: repeatElement(0, count: planned - sharedArena.count)) }
+        // What decoding without helpers would have put in the JSON arena so far: the batch bound counts that.
+        var usedJSON = 0
+        var cut: Int? = nil
+        var resume: Int? = nil
+        var p = 0
+        swap(&batch.input, &heldInput)
+        heldInput.withUnsafeBytes { inp in
+            sharedArena.withUnsafeMutableBytes { arena in
+                plan.withUnsafeMutableBufferPointer { entries in
+                    crew.begin(input: inp.baseAddress!, arena: arena.baseAddress!, entries: entries.baseAddress!, count: entries.count)
+                    defer { crew.end() }
+                    let json = UnsafePointer(arena.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                    for r in 0..<n where !batch.records[r].json.isPresent && batch.records[r].status == .live {
+                        guard p < entries.count, entries[p].record == r else { resume = r; break }
+                        crew.waitFor(entry: p, using: zstd)
+                        guard entries[p].ok else { resume = r; break }
+                        let e = entries[p]
+                        p += 1
+                        // Padding: zeros stop every fast path of the scanner (the helpers never write there).
+                        (arena.baseAddress! + e.at + e.size).initializeMemory(as: UInt8.self, repeating: 0, count: padding)
+                        let scanned = scanEvents(json, r, e.at, e.at + e.size, batch.properties.count)
+                        batch.records[r].json = Span(e.at, e.at + e.size)
+                        finishRecord(&batch, r, scanned)
+                        usedJSON += e.size + padding
+                        if r + 1 < n && usedJSON + batch.decodedBytes >= budget { cut = r + 1; break }  // jsonCount is 0 here
+                    }
+                }
+            }
+        }
+        swap(&batch.input, &heldInput)
+        swap(&batch.json, &sharedArena)
+        if let cut {
+            // The planned places past the cut stay unused: the bound counts only what the batch holds.
+            batch.jsonCount = usedJSON
+            return cut
+        }
+        batch.jsonCount = planned
+        guard let resume else { return n }
+        for r in resume..<n where !batch.records[r].json.isPresent && batch.records[r].status == .live {
+            if p < plan.count && plan[p].record == r && plan[p].ok {
+                let e = plan[p]
+                p += 1
+                let end = e.at + e.size
+                _ = batch.json.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[end..<(end + padding)]).initializeMemory(as: UInt8.self, repeating: 0) }
+                batch.records[r].json = Span(e.at, end)
+                scanRecord(&batch, r, e.at, end)
+                usedJSON += e.size + padding
+            } else {
+                if p < plan.count && plan[p].record == r { p += 1 }
+                let before = batch.jsonCount
+                decode(&batch, record: r)
+                usedJSON += batch.jsonCount - before
+            }
+            if r + 1 < n && usedJSON + batch.decodedBytes - batch.jsonCount >= budget { return r + 1 }
         }
         return n
     }
@@ -179,18 +291,23 @@ public final class RecordDecoder {
     }
 
     private func scanRecord(_ batch: inout EventBatch, _ r: Int, _ start: Int, _ end: Int) {
-        let firstEvent = batch.events.count
         let propBase = batch.properties.count
+        let scanned = batch.json.withUnsafeBufferPointer { jb in scanEvents(jb.baseAddress!, r, start, end, propBase) }
+        finishRecord(&batch, r, scanned)
+    }
+
+    /// Scans the JSON of record `r` (`base[start..<end]`, padded) into the decoder's own buffers: events and
+    /// properties go there first and into the batch in one copy per record (`finishRecord`): no per-element array
+    /// bookkeeping, and nothing to take back from the batch when the record is malformed. Reads no batch: the
+    /// JSON may still be in the decoder's arena (`decodeAllShared`).
+    private func scanEvents(_ base: UnsafePointer<UInt8>, _ r: Int, _ start: Int, _ end: Int, _ propBase: Int) -> (outcome: (DeadLetterReason, String)?, failedEvents: Int) {
         var outcome: (DeadLetterReason, String)? = nil
         let maxEvents = limits.maxEventsPerRecord
-        // Events and properties go to the decoder's own buffers first and into the batch in one copy per record:
-        // no per-element array bookkeeping, and nothing to take back from the batch when the record is malformed.
         events.count = 0
         props.count = 0
         var failedEvents = 0
         knownNames.withView { names in
-        batch.json.withUnsafeBufferPointer { jb in
-            var s = JSONScanner(base: jb.baseAddress!, start: start, end: end)
+            var s = JSONScanner(base: base, start: start, end: end)
             s.skipWhitespace()
             if s.peek() != 0x5B {
                 let kind = s.skipValue()
@@ -240,13 +357,18 @@ public final class RecordDecoder {
                 outcome = (.badJSON, "malformed JSON at byte \(s.errorPos - start): \(s.errorWhat)")
             }
         }
-        }
-        if let (reason, detail) = outcome {
+        return (outcome, failedEvents)
+    }
+
+    /// Moves a scanned record's events and properties into the batch, or dead-letters the record.
+    private func finishRecord(_ batch: inout EventBatch, _ r: Int, _ scanned: (outcome: (DeadLetterReason, String)?, failedEvents: Int)) {
+        if let (reason, detail) = scanned.outcome {
             failRecord(&batch, r, reason, detail)
             return
         }
+        let firstEvent = batch.events.count
         batch.properties.append(contentsOf: props.elements)
-        batch.appendDecoded(events.elements, failed: failedEvents)
+        batch.appendDecoded(events.elements, failed: scanned.failedEvents)
         batch.records[r].firstEvent = Int32(firstEvent)
         batch.records[r].eventCount = Int32(events.count)
     }

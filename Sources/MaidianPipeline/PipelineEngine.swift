@@ -78,7 +78,7 @@ public final class PipelineEngine {
     public init(spec: PipelineSpec, registry: StageRegistry, logger: Logger, clock: ProcessingClock = .live) throws {
         self.spec = spec
         self.logger = logger
-        self.decoder = RecordDecoder(limits: spec.source.limits)
+        self.decoder = RecordDecoder(limits: spec.source.limits, threads: spec.source.decodeThreads)
         var stages: [any Stage] = []
         var names: [String] = []
         /// The specs of `stages`, in step.

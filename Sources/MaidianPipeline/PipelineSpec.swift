@@ -165,6 +165,9 @@ public struct SourceSpec: Decodable, Sendable {
     public var sessionTimeout: ConfigDuration = ConfigDuration(milliseconds: 10_000)
     /// Most records per poll.
     public var maxBatch: Int = 250
+    /// Threads that decode a batch: the worker thread, which scans the records in order, and `decode_threads - 1`
+    /// helpers that decompress zstd values beside it. 1 decodes on the worker thread alone.
+    public var decodeThreads: Int = 2
     /// A worker whose processing loop completes no iteration for this long is stuck: it exits with status 3
     /// (the group would not evict it: librdkafka keeps heartbeating). See docs/recovery.md.
     public var livenessTimeout: ConfigDuration = ConfigDuration(milliseconds: 120_000)
@@ -182,6 +185,7 @@ public struct SourceSpec: Decodable, Sendable {
     enum CodingKeys: String, CodingKey {
         case brokers, topic, group, partitions, limits, kafka, security
         case sessionTimeout = "session_timeout", maxBatch = "max_batch", livenessTimeout = "liveness_timeout"
+        case decodeThreads = "decode_threads"
     }
 
     public init() {}
@@ -196,12 +200,16 @@ public struct SourceSpec: Decodable, Sendable {
         sessionTimeoutLocation = c.contains(.sessionTimeout) ? decoder.configLocation(forKey: CodingKeys.sessionTimeout) : nil
         maxBatch = try c.decodeIfPresent(Int.self, forKey: .maxBatch) ?? maxBatch
         livenessTimeout = try c.decodeIfPresent(ConfigDuration.self, forKey: .livenessTimeout) ?? livenessTimeout
+        decodeThreads = try c.decodeIfPresent(Int.self, forKey: .decodeThreads) ?? decodeThreads
         limits = try c.decodeIfPresent(LimitsSpec.self, forKey: .limits)?.limits ?? limits
         kafka = try c.decodeIfPresent([String: String].self, forKey: .kafka) ?? kafka
         security = try c.decodeIfPresent(SecuritySpec.self, forKey: .security)
         kafkaNode = decoder.configNode?["kafka"]
         if partitions < 1 { try decoder.report(decoder.fail("partitions must be at least 1", forKey: CodingKeys.partitions, code: .badValue)) }
         if maxBatch < 1 { try decoder.report(decoder.fail("max_batch must be at least 1", forKey: CodingKeys.maxBatch, code: .badValue)) }
+        if decodeThreads < 1 || decodeThreads > 8 {
+            try decoder.report(decoder.fail("decode_threads must be between 1 and 8", forKey: CodingKeys.decodeThreads, code: .badValue))
+        }
         if livenessTimeout.milliseconds <= 0 {
             try decoder.report(decoder.fail("liveness_timeout must be positive", forKey: CodingKeys.livenessTimeout, code: .badValue))
         }

@@ -17,7 +17,7 @@ public struct BenchResult: Sendable {
     /// Wall time of the merges, when the engine measures its stages' times.
     public var mergeTime: Duration = .zero
     public var seconds = 0.0
-    /// CPU time of the benchmark thread: robust against other load on a shared machine.
+    /// CPU time of the benchmark thread and its decode helpers: robust against other load on a shared machine.
     public var cpuSeconds = 0.0
     public var peakRSSBytes = 0
 
@@ -114,6 +114,7 @@ public enum Bench {
         let clock = ContinuousClock()
         let start = clock.now
         let cpuStart = threadCPUTime()
+        let helperCPUStart = engine.decoder.helperCPUSeconds
         try source.bytes.withUnsafeBytes { arena in
             try source.records.withUnsafeBufferPointer { recs in
                 func bytes(_ s: Span) -> UnsafeRawBufferPointer? {
@@ -157,7 +158,8 @@ public enum Bench {
         sink?(batch, output)
         try merging?.merge(output, into: &result, sink: sink.map { s in { s(batch, $0) } })
         let elapsed = clock.now - start
-        result.cpuSeconds = threadCPUTime() - cpuStart
+        // The decode helpers' CPU time too (`--decode-threads`): the figure stays CPU per event, not per thread.
+        result.cpuSeconds = threadCPUTime() - cpuStart + (engine.decoder.helperCPUSeconds - helperCPUStart)
         result.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         result.records = engine.decodeCounts.records
         result.events = engine.decodeCounts.events

@@ -398,3 +398,119 @@ extension RecordDecoderTests {
         XCTAssertEqual(total, 20 * 300)
     }
 }
+
+/// `source.decode_threads`: helper threads decompress zstd values while the decoding thread scans. The outcome
+/// must be the one of decoding on one thread, record for record, for every kind of value and every batch bound.
+final class RecordDecoderHelperThreadsTests: XCTestCase {
+    /// Values of every kind the decoder tells apart, in a seeded random order.
+    func mixedValues(count: Int, seed: UInt64) -> [[UInt8]] {
+        var rng = SeededLCG(seed: seed)
+        let c = ZstdCompressor()
+        func events(_ n: Int, _ tag: Int) -> String {
+            "[" + (0..<n).map { i in
+                "{\"type\":\"track\",\"event\":\"e\(tag % 7)\",\"time\":\(1_700_000_000_000 + tag),\"distinct_id\":\"u\(tag)\",\"_track_id\":\(i),\"properties\":{\"$screen_name\":\"S\(i % 3)\",\"p\":\"\(String(repeating: "x", count: Int(rng.next() % 200)))\"}}"
+            }.joined(separator: ",") + "]"
+        }
+        var values: [[UInt8]] = []
+        for tag in 0..<count {
+            let json = Array(events(1 + Int(rng.next() % 12), tag).utf8)
+            switch rng.next() % 20 {
+            case 0: values.append(json)  // raw JSON
+            case 1: values.append(c.compress(Array(json.prefix(json.count / 2))) + c.compress(Array(json.dropFirst(json.count / 2))))  // two frames
+            case 2:  // corrupt payload behind a valid header
+                var z = c.compress(json)
+                for i in stride(from: z.count / 2, to: z.count - 2, by: 3) { z[i] ^= 0x5A }
+                values.append(z)
+            case 3: values.append(Array(c.compress(json).dropLast(3)))  // truncated
+            case 4: values.append(c.compress(Array("[{\"type\":\"track\",".utf8)))  // bad JSON inside good zstd
+            case 5: values.append(c.compress(Array("{\"not\":\"an array\"}".utf8)))
+            case 6: values.append(Array("GET / HTTP/1.1".utf8))  // bad encoding
+            case 7: values.append(c.compress(Array(events(40, tag).utf8)))  // over the events limit below
+            default: values.append(c.compress(json))
+            }
+        }
+        return values
+    }
+
+    /// Decodes `values` in polls of `poll` records, cutting at the byte bound as a worker does, and describes
+    /// every decoded batch: which records it took, and each record's and event's outcome and bytes.
+    func decodeAll(_ values: [[UInt8]], threads: Int, limits: RecordLimits, poll: Int) -> [String] {
+        var shared = 0
+        return decodeAll(values, threads: threads, limits: limits, poll: poll, sharedBatches: &shared)
+    }
+
+    func decodeAll(_ values: [[UInt8]], threads: Int, limits: RecordLimits, poll: Int, sharedBatches: inout Int) -> [String] {
+        let decoder = RecordDecoder(limits: limits, threads: threads)
+        var out: [String] = []
+        var batch = EventBatch()
+        var rest = EventBatch()
+        var i = 0
+        while i < values.count || !rest.records.isEmpty {
+            batch.reset()
+            if !rest.records.isEmpty {
+                rest.moveRecords(from: 0, to: &batch)
+                rest.reset()
+            } else {
+                let t = batch.topicIndex("raw")
+                for k in i..<min(i + poll, values.count) {
+                    values[k].withUnsafeBytes { batch.appendRecord(topic: t, partition: 0, offset: Int64(k), timestamp: 0, key: nil, value: $0, ip: nil, receivedAt: nil, ua: nil, project: nil) }
+                }
+                i = min(i + poll, values.count)
+            }
+            let done = decoder.decodeAll(&batch)
+            out.append("batch of \(batch.records.count), done \(done), properties \(batch.properties.count)")
+            for r in 0..<done {
+                let rec = batch.records[r]
+                out.append("record \(rec.offset) \(rec.status) \(rec.reason) \(rec.status == .failed ? batch.details[Int(rec.detail)] : "") events \(rec.eventCount) json \(batch.jsonString(rec.json) ?? "-")")
+                for e in 0..<Int(rec.eventCount) {
+                    let ev = batch.events[Int(rec.firstEvent) + e]
+                    out.append("  event \(ev.index) \(ev.status) \(ev.reason) \(ev.type) \(ev.time) \(batch.jsonString(ev.distinctID) ?? "-") \(batch.jsonString(ev.bytes) ?? "-")")
+                }
+            }
+            batch.moveRecords(from: done, to: &rest)
+        }
+        sharedBatches = decoder.sharedBatches
+        return out
+    }
+
+    func testHelperThreadsDecodeEveryKindOfValueLikeOneThread() {
+        var limits = RecordLimits()
+        limits.maxEventsPerRecord = 30
+        for seed in [1, 2, 3] as [UInt64] {
+            let values = mixedValues(count: 700, seed: seed)
+            let one = decodeAll(values, threads: 1, limits: limits, poll: 250)
+            for reason in ["bad_zstd", "bad_json", "too_large", "not_array", "bad_encoding"] {
+                XCTAssertTrue(one.contains { $0.hasPrefix("record") && $0.contains(reason) }, "seed \(seed): a record fails with \(reason)")
+            }
+            for threads in [2, 3] {
+                var shared = 0
+                XCTAssertEqual(decodeAll(values, threads: threads, limits: limits, poll: 250, sharedBatches: &shared), one, "seed \(seed), \(threads) threads")
+                XCTAssertGreaterThan(shared, 0, "the helpers' path ran")
+            }
+        }
+    }
+
+    func testHelperThreadsCutBatchesWhereOneThreadCuts() {
+        let values = mixedValues(count: 400, seed: 9)
+        // Many bounds: where a batch is cut depends on every byte counted, padding included.
+        for bound in [3_000, 100_000] + Array(stride(from: 20_000, through: 60_000, by: 650)) {
+            var limits = RecordLimits()
+            limits.maxBatchBytes = bound
+            let one = decodeAll(values, threads: 1, limits: limits, poll: 120)
+            XCTAssertGreaterThan(one.filter { $0.hasPrefix("batch") }.count, 4, "the bound \(bound) cuts polls")
+            var shared = 0
+            XCTAssertEqual(decodeAll(values, threads: 2, limits: limits, poll: 120, sharedBatches: &shared), one, "bound \(bound)")
+            // Under a small bound too few values are planned to share (the decoder then decodes them alone).
+            if bound >= 20_000 { XCTAssertGreaterThan(shared, 0, "the helpers' path ran under the bound \(bound)") }
+        }
+    }
+
+    func testHelperThreadsRespectTheDecompressedLimit() {
+        var limits = RecordLimits()
+        limits.maxDecompressedBytes = 900  // some single frames declare more: never planned, failed by the general path
+        let values = mixedValues(count: 300, seed: 4)
+        let one = decodeAll(values, threads: 1, limits: limits, poll: 100)
+        XCTAssertTrue(one.contains { $0.contains("declare") || $0.contains("passes the limit") })
+        XCTAssertEqual(decodeAll(values, threads: 2, limits: limits, poll: 100), one)
+    }
+}
