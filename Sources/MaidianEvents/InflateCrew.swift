@@ -30,8 +30,10 @@ private struct InflateJob: @unchecked Sendable {
 
 /// Threads that help one `RecordDecoder` decompress a batch's zstd values while the decoding thread scans the
 /// ones already done (`source.decode_threads`): decompression is two thirds of decoding, and scanning, which
-/// appends to the batch, stays on one thread in record order. Work is claimed in chunks of a few records, in
-/// order, by whichever thread is free, the decoding thread included, so no thread waits while a chunk is left.
+/// appends to the batch, stays on one thread in record order. Work is claimed in chunks of a few records: the
+/// decoding thread takes them from the front (it needs them in that order), the helpers from the back, so that
+/// the threads meet once per batch. The decoding thread waits only for a chunk a helper has in hand where they
+/// meet: a helper that gets no core (every core busy) costs the decoding thread nothing but its own work.
 ///
 /// Threading: `begin`, `waitFor`, `end` and `stop` are for the decoding thread only.
 final class InflateCrew: @unchecked Sendable {
@@ -44,9 +46,9 @@ final class InflateCrew: @unchecked Sendable {
 
     private let condition = NSCondition()
     private var job: InflateJob?
-    /// The next chunk to claim, and how many the job has.
-    private var next = 0
-    private var chunks = 0
+    /// Chunks `front..<back` are not claimed yet: the decoding thread claims `front`, helpers claim `back - 1`.
+    private var front = 0
+    private var back = 0
     private var done: [Bool] = []
     /// Helpers working inside the current job.
     private var busy = 0
@@ -78,21 +80,22 @@ final class InflateCrew: @unchecked Sendable {
     func begin(input: UnsafeRawPointer, arena: UnsafeMutableRawPointer, entries: UnsafeMutablePointer<InflateEntry>, count: Int) {
         condition.lock()
         job = InflateJob(input: input, arena: arena, entries: entries, count: count)
-        next = 0
-        chunks = (count + Self.chunk - 1) / Self.chunk
+        front = 0
+        back = (count + Self.chunk - 1) / Self.chunk
         done.removeAll(keepingCapacity: true)
-        done.append(contentsOf: repeatElement(false, count: chunks))
+        done.append(contentsOf: repeatElement(false, count: back))
         condition.broadcast()
         condition.unlock()
     }
 
-    /// Returns once entry `e` was tried (its `ok` says whether it worked): decompresses chunks itself, in claim
-    /// order, while the chunk of `e` is not done and chunks are left; waits only when a helper has it in hand.
+    /// Returns once entry `e` was tried (its `ok` says whether it worked): decompresses the front chunk itself
+    /// while the chunk of `e` is not done and chunks are left; waits only when a helper has it in hand. Entries
+    /// are asked for in order.
     func waitFor(entry e: Int, using zstd: ZstdDecompressor) {
         let c = e / Self.chunk
         condition.lock()
         while !done[c] {
-            if !inflateNextChunk(using: zstd) { condition.wait() }
+            if !inflateChunk(fromFront: true, using: zstd) { condition.wait() }
         }
         condition.unlock()
     }
@@ -101,7 +104,7 @@ final class InflateCrew: @unchecked Sendable {
     /// helper is inside the job any more, so the caller may release what the pointers point into.
     func end() {
         condition.lock()
-        next = chunks
+        front = back
         while busy > 0 { condition.wait() }
         job = nil
         condition.unlock()
@@ -119,11 +122,11 @@ final class InflateCrew: @unchecked Sendable {
     private func helperLoop(_ zstd: ZstdDecompressor) {
         condition.lock()
         while true {
-            while !stopping && (job == nil || next >= chunks) { condition.wait() }
+            while !stopping && (job == nil || front >= back) { condition.wait() }
             if stopping { break }
             busy += 1
             let cpu0 = Self.threadNanoseconds()
-            while inflateNextChunk(using: zstd) { condition.broadcast() }
+            while inflateChunk(fromFront: false, using: zstd) { condition.broadcast() }
             helperNanoseconds &+= Self.threadNanoseconds() &- cpu0
             busy -= 1
             condition.broadcast()
@@ -133,12 +136,18 @@ final class InflateCrew: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// With the lock held: claims the next chunk, decompresses it without the lock and marks it done. False when
-    /// no chunk is left to claim.
-    private func inflateNextChunk(using zstd: ZstdDecompressor) -> Bool {
-        guard next < chunks, let job else { return false }
-        let k = next
-        next += 1
+    /// With the lock held: claims the front or the back chunk, decompresses it without the lock and marks it
+    /// done. False when no chunk is left to claim.
+    private func inflateChunk(fromFront: Bool, using zstd: ZstdDecompressor) -> Bool {
+        guard front < back, let job else { return false }
+        let k: Int
+        if fromFront {
+            k = front
+            front += 1
+        } else {
+            back -= 1
+            k = back
+        }
         condition.unlock()
         Self.inflate(chunk: k, of: job, using: zstd)
         condition.lock()

@@ -52,6 +52,8 @@ struct LoopProfile {
     /// The CPU time of the thread that produced the outputs and served their delivery reports
     /// (`OutputSender`), once it stopped; nil before.
     var senderCPU: Duration?
+    /// CPU time of the decode helper threads (`source.decode_threads`), if any.
+    var inflateCPU: Duration?
 
     /// Adds the time since `start` to `phase`; returns now (the next phase's start).
     @discardableResult
@@ -95,6 +97,7 @@ struct LoopProfile {
         parts.append("empty_polls=\(seconds(emptyPollTime))s/\(emptyPolls)")
         parts.append("thread_cpu=" + Phase.allCases.map { "\($0.name):\(seconds(cpu[$0.rawValue]))" }.joined(separator: ","))
         if let senderCPU { parts.append("sender_cpu=\(seconds(senderCPU))") }
+        if let inflateCPU { parts.append("inflate_cpu=\(seconds(inflateCPU))") }
         return parts.joined(separator: " ")
     }
 }

@@ -427,6 +427,7 @@ private final class State: RebalanceHost {
         if !finished && !committer.commit(final: true) { try awaitCommitAfterRebalance() }
         try consumer.close()
         profile.senderCPU = sender.stop()
+        if engine.spec.source.decodeThreads > 1 { profile.inflateCPU = .nanoseconds(Int64(engine.decoder.helperCPUSeconds * 1e9)) }
         logger.info("loop profile: \(profile.summary)")
         logger.notice("worker stopped; what each stage did:")
         for line in engine.summaryLines() { logger.notice("  \(line)") }

@@ -99,7 +99,8 @@ final class PipelineSpecTests: XCTestCase {
             "windows.late", "windows.too_late", "windows.orphan_leaves", "windows.visits_closed", "windows.trails", "windows.idle_partitions",
         ])
         // The kind locations point into the file.
-        XCTAssertEqual(spec.stages[2].kindLocation.description, "\(Self.appAnalytics):27:11")
+        XCTAssertEqual(spec.stages[2].kindLocation.description, "\(Self.appAnalytics):28:11")
+        XCTAssertEqual(spec.source.decodeThreads, 2)
     }
 
     func testAppAnalyticsEnvironmentOverrides() throws {
@@ -275,6 +276,8 @@ final class PipelineSpecTests: XCTestCase {
         // Reported by SourceSpec.init at the key's value.
         XCTAssertEqual(errors("name: t\nsource:\n  partitions: 0\n"), ["t.yaml:3:15: partitions must be at least 1"])
         XCTAssertEqual(errors("name: t\nsource:\n  max_batch: 0\n"), ["t.yaml:3:14: max_batch must be at least 1"])
+        XCTAssertEqual(errors("name: t\nsource:\n  decode_threads: 0\n"), ["t.yaml:3:19: decode_threads must be between 1 and 8"])
+        XCTAssertEqual(errors("name: t\nsource:\n  decode_threads: 9\n"), ["t.yaml:3:19: decode_threads must be between 1 and 8"])
         // Thrown by a stage's Config without a location, naming the key first: placed at that key's value.
         XCTAssertEqual(errors("stages:\n  - kind: dedup\n    window: 0s\n"), ["t.yaml:3:13: window must be positive"])
     }

@@ -63,6 +63,17 @@ final class FuzzRecordState: @unchecked Sendable {
         """
 
     var engine: PipelineEngine
+    /// The value decoded alone, and eight copies of it decoded with a helper thread (`source.decode_threads`):
+    /// every copy must come out as the value alone does.
+    let alone = RecordDecoder(limits: FuzzRecordState.limits, threads: 1)
+    let shared = RecordDecoder(limits: FuzzRecordState.limits, threads: 2)
+    var single = EventBatch()
+    var copies = EventBatch()
+    static let limits: RecordLimits = {
+        var l = RecordLimits()
+        l.maxBatchBytes = 8 << 20
+        return l
+    }()
     var batch = EventBatch()
     var rest = EventBatch()
     var output = OutputBuffer()
@@ -120,11 +131,35 @@ final class FuzzRecordState: @unchecked Sendable {
         } catch {
             fatalError("a record stopped the pipeline: \(error)")
         }
+        compareSharedDecoding(value)
         // Every JSON output must be valid UTF-8 (headers and client bytes never break it).
         output.bytes.withUnsafeBytes { b in
             for m in output.messages where output.topics[Int(m.topic)].hasPrefix("events.") {
                 let v = UnsafeRawBufferPointer(rebasing: b[Int(m.value.start)..<Int(m.value.end)])
                 if !isValidUTF8(v) { fatalError("an output is not valid UTF-8") }
+            }
+        }
+    }
+}
+
+extension FuzzRecordState {
+    func compareSharedDecoding(_ value: UnsafeRawBufferPointer) {
+        single.reset()
+        copies.reset()
+        let t1 = single.topicIndex("events.raw")
+        single.appendRecord(topic: t1, partition: 0, offset: 0, timestamp: 0, key: nil, value: value, ip: nil, receivedAt: nil, ua: nil, project: nil)
+        alone.decodeAll(&single)
+        let t2 = copies.topicIndex("events.raw")
+        for i in 0..<8 {
+            copies.appendRecord(topic: t2, partition: 0, offset: Int64(i), timestamp: 0, key: nil, value: value, ip: nil, receivedAt: nil, ua: nil, project: nil)
+        }
+        let done = shared.decodeAll(&copies)
+        let a = single.records[0]
+        for r in 0..<done {
+            let b = copies.records[r]
+            if b.status != a.status || b.reason != a.reason || b.eventCount != a.eventCount
+                || copies.jsonString(b.json) != single.jsonString(a.json) {
+                fatalError("decoding with a helper thread differs: \(a.status)/\(a.reason)/\(a.eventCount) alone, \(b.status)/\(b.reason)/\(b.eventCount) in copy \(r)")
             }
         }
     }
