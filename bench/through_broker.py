@@ -133,6 +133,11 @@ def main():
     bench = subprocess.run([binary, "bench", args.pipeline, "--recording", recording, "--runs", "1", "--json"],
                            cwd=ROOT, capture_output=True, text=True, check=True)
     events = json.loads(bench.stdout)["events"]
+    # The same over as many partitions as the broker run: the windows stage writes a partial per source partition,
+    # window and key, so a worker over 32 partitions does more work than `maidian bench` over its default 8.
+    bench_same = subprocess.run([binary, "bench", args.pipeline, "--recording", recording, "--runs", "1", "--json",
+                                 "--partitions", str(args.partitions)],
+                                cwd=ROOT, capture_output=True, text=True, check=True)
 
     group = f"through-broker-{os.getpid()}"
     p = args.partitions
@@ -197,6 +202,8 @@ def main():
         "broker_cpu_seconds": round(broker_cpu, 3),
         "worker_peak_rss_mib": [round(w.peak_rss_kb / 1024) for w in workers],
         "offline_events_per_cpu_second": json.loads(bench.stdout).get("events_per_cpu_s"),
+        "offline_same_partitions_events_per_cpu_second": json.loads(bench_same.stdout).get("events_per_cpu_s"),
+        "offline_same_partitions_output_messages": json.loads(bench_same.stdout).get("output_messages"),
         "failed_workers": len(failed),
         # Per worker: seconds/calls per phase of its loop (poll, stages, produce, deliveries, commits, flush)
         # and the polls that returned nothing: what the worker waited on.
@@ -214,7 +221,8 @@ def main():
               f"{result['events_per_second']} events/s; worker CPU {sum(cpu):.2f} s "
               f"({result['events_per_worker_cpu_second']} events per CPU second, peak RSS {result['worker_peak_rss_mib']} MiB), "
               f"broker CPU {broker_cpu:.2f} s; "
-              f"offline (maidian bench): {result['offline_events_per_cpu_second']} events per CPU second")
+              f"offline (maidian bench): {result['offline_events_per_cpu_second']} events per CPU second, "
+              f"{result['offline_same_partitions_events_per_cpu_second']} over {p} partitions")
         for w in workers:
             print(f"  worker {w.index} loop: {w.profile or '(no profile logged)'}")
         if args.duplicates:

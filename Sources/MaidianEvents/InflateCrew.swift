@@ -88,9 +88,9 @@ final class InflateCrew: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Returns once entry `e` was tried (its `ok` says whether it worked): decompresses the front chunk itself
-    /// while the chunk of `e` is not done and chunks are left; waits only when a helper has it in hand. Entries
-    /// are asked for in order.
+    /// Returns once the chunk of entry `e` was tried (each entry's `ok` says whether it worked): decompresses the
+    /// front chunk itself while that chunk is not done and chunks are left; waits only when a helper has it in
+    /// hand. Chunks are asked for in order.
     func waitFor(entry e: Int, using zstd: ZstdDecompressor) {
         let c = e / Self.chunk
         condition.lock()

@@ -127,7 +127,8 @@ public final class RecordDecoder {
                     let json = UnsafePointer(arena.baseAddress!.assumingMemoryBound(to: UInt8.self))
                     for r in 0..<n where !batch.records[r].json.isPresent && batch.records[r].status == .live {
                         guard p < entries.count, entries[p].record == r else { resume = r; break }
-                        crew.waitFor(entry: p, using: zstd)
+                        // Entries are taken in order: once a chunk's first is tried, so are the others.
+                        if p % InflateCrew.chunk == 0 { crew.waitFor(entry: p, using: zstd) }
                         guard entries[p].ok else { resume = r; break }
                         let e = entries[p]
                         p += 1
