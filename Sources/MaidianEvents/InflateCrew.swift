@@ -43,6 +43,9 @@ final class InflateCrew: @unchecked Sendable {
     /// Records per claimed chunk: a few microseconds of work each, so that claims cost little and the
     /// decoding thread rarely waits for the chunk it needs next.
     static let chunk = 4
+    /// How often the decoding thread looks again (yielding in between) for a chunk a helper has in hand before it
+    /// sleeps until the helper is done.
+    static let spinsBeforeWaiting = 200
 
     private let condition = NSCondition()
     private var job: InflateJob?
@@ -94,8 +97,19 @@ final class InflateCrew: @unchecked Sendable {
     func waitFor(entry e: Int, using zstd: ZstdDecompressor) {
         let c = e / Self.chunk
         condition.lock()
+        var spins = 0
         while !done[c] {
-            if !inflateChunk(fromFront: true, using: zstd) { condition.wait() }
+            if inflateChunk(fromFront: true, using: zstd) { continue }
+            // A helper has it in hand: a chunk takes microseconds, and sleeping on the condition costs a wake-up
+            // (tens to hundreds of microseconds in a virtual machine), so look again a few times first.
+            if spins < Self.spinsBeforeWaiting {
+                spins += 1
+                condition.unlock()
+                sched_yield()
+                condition.lock()
+            } else {
+                condition.wait()
+            }
         }
         condition.unlock()
     }
