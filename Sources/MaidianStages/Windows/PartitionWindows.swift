@@ -307,11 +307,10 @@ final class SizeWindows {
     @exclusivity(unchecked) var freeAggregates: [Int32] = []
     /// Window end → its aggregates.
     @exclusivity(unchecked) var windows: [Int64: WindowAggregates] = [:]
-    /// Tuple hash → index in `tuples` / `tupleAggregates`: the aggregates of open windows by numbers, so
-    /// counting an event builds no text key. Rebuilt when windows close.
+    /// Tuple hash → index in `tuples`: the aggregates of open windows by numbers, so counting an event builds
+    /// no text key. Rebuilt when windows close. A tuple and its aggregate side by side: a hit reads one entry.
     @exclusivity(unchecked) var tupleTable = HashTable64(capacity: 256)
-    @exclusivity(unchecked) var tuples: [AggregateTuple] = []
-    @exclusivity(unchecked) var tupleAggregates: [Int32] = []
+    @exclusivity(unchecked) var tuples: [(tuple: AggregateTuple, aggregate: Int32)] = []
     /// Late contributions by (tuple, record offset), in `lateAggregates`, keys in `lateKeys`.
     @exclusivity(unchecked) var lateTable: [LateTuple: Int32] = [:]
     @exclusivity(unchecked) var lateAggregates: [Aggregate] = []
@@ -345,7 +344,8 @@ final class SizeWindows {
     func aggregate(_ tuple: AggregateTuple) -> Int32 {
         var h = tuple.hash
         while let v = tupleTable.get(h) {
-            if tuples[Int(v)] == tuple { return tupleAggregates[Int(v)] }
+            let entry = tuples[Int(v)]
+            if entry.tuple == tuple { return entry.aggregate }
             h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
         }
         return -1
@@ -356,18 +356,16 @@ final class SizeWindows {
         var h = tuple.hash
         while tupleTable.get(h) != nil { h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
         tupleTable.set(h, Int64(tuples.count))
-        tuples.append(tuple)
-        tupleAggregates.append(a)
+        tuples.append((tuple, a))
     }
 
     /// Forgets the tuples of windows no longer open (after `windows` lost some).
     func dropClosedTuples() {
         lastWindow = nil
-        let oldTuples = tuples, oldAggregates = tupleAggregates
+        let oldTuples = tuples
         tuples.removeAll(keepingCapacity: true)
-        tupleAggregates.removeAll(keepingCapacity: true)
         tupleTable = HashTable64(capacity: max(256, oldTuples.count))
-        for (k, t) in oldTuples.enumerated() where windows[t.windowStart + window] != nil { addTuple(t, oldAggregates[k]) }
+        for t in oldTuples where windows[t.tuple.windowStart + window] != nil { addTuple(t.tuple, t.aggregate) }
     }
 }
 
