@@ -307,10 +307,11 @@ final class SizeWindows {
     @exclusivity(unchecked) var freeAggregates: [Int32] = []
     /// Window end → its aggregates.
     @exclusivity(unchecked) var windows: [Int64: WindowAggregates] = [:]
-    /// Tuple hash → index in `tuples`: the aggregates of open windows by numbers, so counting an event builds
-    /// no text key. Rebuilt when windows close. A tuple and its aggregate side by side: a hit reads one entry.
+    /// Tuple hash → index in `tuples` / `tupleAggregates`: the aggregates of open windows by numbers, so
+    /// counting an event builds no text key. Rebuilt when windows close.
     @exclusivity(unchecked) var tupleTable = HashTable64(capacity: 256)
-    @exclusivity(unchecked) var tuples: [(tuple: AggregateTuple, aggregate: Int32)] = []
+    @exclusivity(unchecked) var tuples: [AggregateTuple] = []
+    @exclusivity(unchecked) var tupleAggregates: [Int32] = []
     /// Late contributions by (tuple, record offset), in `lateAggregates`, keys in `lateKeys`.
     @exclusivity(unchecked) var lateTable: [LateTuple: Int32] = [:]
     @exclusivity(unchecked) var lateAggregates: [Aggregate] = []
@@ -344,8 +345,7 @@ final class SizeWindows {
     func aggregate(_ tuple: AggregateTuple) -> Int32 {
         var h = tuple.hash
         while let v = tupleTable.get(h) {
-            let entry = tuples[Int(v)]
-            if entry.tuple == tuple { return entry.aggregate }
+            if tuples[Int(v)] == tuple { return tupleAggregates[Int(v)] }
             h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1  // a 64-bit collision: probe on
         }
         return -1
@@ -356,16 +356,18 @@ final class SizeWindows {
         var h = tuple.hash
         while tupleTable.get(h) != nil { h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
         tupleTable.set(h, Int64(tuples.count))
-        tuples.append((tuple, a))
+        tuples.append(tuple)
+        tupleAggregates.append(a)
     }
 
     /// Forgets the tuples of windows no longer open (after `windows` lost some).
     func dropClosedTuples() {
         lastWindow = nil
-        let oldTuples = tuples
+        let oldTuples = tuples, oldAggregates = tupleAggregates
         tuples.removeAll(keepingCapacity: true)
+        tupleAggregates.removeAll(keepingCapacity: true)
         tupleTable = HashTable64(capacity: max(256, oldTuples.count))
-        for t in oldTuples where windows[t.tuple.windowStart + window] != nil { addTuple(t.tuple, t.aggregate) }
+        for (k, t) in oldTuples.enumerated() where windows[t.windowStart + window] != nil { addTuple(t, oldAggregates[k]) }
     }
 }
 
