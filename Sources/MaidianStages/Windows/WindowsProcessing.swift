@@ -43,10 +43,8 @@ final class WindowsProcessor {
     @exclusivity(unchecked) var keyBuffer: [UInt8] = []
     @exclusivity(unchecked) var identity: [UInt8] = []
     @exclusivity(unchecked) var identifier: [UInt8] = []
-    /// The last two `$element_path`s as stored and their `elementPaths` numbers (-1: none yet); see `pathNumber`.
-    @exclusivity(unchecked) var pathMemo0: [UInt8] = []
-    @exclusivity(unchecked) var pathMemo1: [UInt8] = []
-    @exclusivity(unchecked) var pathNumbers: (Int32, Int32) = (-1, -1)
+    /// The last `$element_path`s numbered (`pathNumber`).
+    @exclusivity(unchecked) var recentPaths = RecentTexts()
     @exclusivity(unchecked) var libMemoKey: [UInt8] = []
     @exclusivity(unchecked) var libMemoValue: [UInt8]?
     @exclusivity(unchecked) var lateEvents: [Int32] = []
@@ -436,26 +434,11 @@ final class WindowsProcessor {
         return element
     }
 
-    /// The `elementPaths` number of a click's `$element_path` text (the empty text when it has none). The last two
-    /// paths are remembered by their bytes as stored: equal stored bytes are equal texts, and a comparison costs
-    /// less than hashing the long path.
+    /// The `elementPaths` number of a click's `$element_path` text (the empty text when it has none).
     @inline(__always)
     private func pathNumber(_ v: BatchView, _ k: Int) -> Int32 {
         guard let t = v.text(ofProperty: k) else { return catalog.elementPaths.intern([]) }
-        let raw = t.raw
-        if pathNumbers.0 >= 0 && raw.equals(pathMemo0) { return pathNumbers.0 }
-        if pathNumbers.1 >= 0 && raw.equals(pathMemo1) {
-            swap(&pathMemo0, &pathMemo1)
-            pathNumbers = (pathNumbers.1, pathNumbers.0)
-            return pathNumbers.0
-        }
-        let n = t.withDecoded { catalog.elementPaths.intern($0) }
-        // The older memo makes room (its array's storage is reused).
-        swap(&pathMemo0, &pathMemo1)
-        pathMemo0.removeAll(keepingCapacity: true)
-        raw.append(to: &pathMemo0)
-        pathNumbers = (n, pathNumbers.0)
-        return n
+        return recentPaths.number(of: t, in: &catalog.elementPaths)
     }
 
     /// The interned list of the page rules a page-enter event matched (for its visit).
