@@ -297,15 +297,17 @@ final class WindowsEmitter {
             // from the aggregates: a comparison then reads only the keys.
             order.removeAll(keepingCapacity: true)
             for a in w.list {
-                let agg = size.aggregates[Int(a)]
-                order.append((agg.keyStart, agg.keyStart + agg.keyCount, a))
+                // Two fields read in place (a copy of the aggregate would retain its user set and durations).
+                let start = size.aggregates[Int(a)].keyStart, count = size.aggregates[Int(a)].keyCount
+                order.append((start, start + count, a))
             }
             order.sort { x, y in k[Int(x.start) ..< Int(x.end)].precedes(k[Int(y.start) ..< Int(y.end)]) }
             for (_, _, a) in order {
-                let agg = size.aggregates[Int(a)]
+                // Moved out, its slot left vacant (it is free from now on): no retain of its users and durations
+                // for a copy, and their memory goes with `agg`.
+                var agg = Aggregate.vacant
+                swap(&agg, &size.aggregates[Int(a)])
                 writePartial(agg, key: key(agg), sourcePartition: st.partition, size: size.tag, lateOffset: nil, record: record, output: &output)
-                size.aggregates[Int(a)].users = AggregateUsers()
-                size.aggregates[Int(a)].durations = DurationDigest()
             }
         }
         size.freeAggregates.append(contentsOf: w.list)
