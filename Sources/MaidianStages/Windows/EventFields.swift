@@ -43,6 +43,35 @@ struct Interner {
     }
 }
 
+/// The numbers of the last two texts interned through it, remembered by their bytes as stored: equal stored
+/// bytes are equal texts, and comparing a repeated text costs less than hashing it (clicks share few long
+/// element paths).
+struct RecentTexts {
+    private var bytes0: [UInt8] = []
+    private var bytes1: [UInt8] = []
+    /// The numbers of `bytes0` and `bytes1`; -1: none yet.
+    private var numbers: (Int32, Int32) = (-1, -1)
+
+    /// `t`'s number in `interner` (interned, decoded, when it is neither of the last two).
+    @inline(__always)
+    mutating func number(of t: BatchView.Text, in interner: inout Interner) -> Int32 {
+        let raw = t.raw
+        if numbers.0 >= 0 && raw.equals(bytes0) { return numbers.0 }
+        if numbers.1 >= 0 && raw.equals(bytes1) {
+            swap(&bytes0, &bytes1)
+            numbers = (numbers.1, numbers.0)
+            return numbers.0
+        }
+        let n = t.withDecoded { interner.intern($0) }
+        // The older one makes room (its array's storage is reused).
+        swap(&bytes0, &bytes1)
+        bytes0.removeAll(keepingCapacity: true)
+        raw.append(to: &bytes0)
+        numbers = (n, numbers.0)
+        return n
+    }
+}
+
 /// FNV-1a: a stable hash for choosing internal partitions (every worker must agree).
 func stableHash<C: Sequence<UInt8>>(_ bytes: C) -> UInt64 {
     var h: UInt64 = 0xCBF2_9CE4_8422_2325

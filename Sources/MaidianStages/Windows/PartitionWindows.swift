@@ -23,6 +23,9 @@ struct Aggregate {
     /// Its key in its window's `keys`.
     var keyStart: Int32
     var keyCount: Int32
+
+    /// What a freed slot holds once its aggregate was moved out (`WindowsEmitter.closeWindow`).
+    static let vacant = Aggregate(windowEnd: 0, isDwell: false, combo: -1, windowStart: 0, keyStart: 0, keyCount: 0)
 }
 
 /// The distinct users of an aggregate: most have a handful, kept inline without a hash set; from the fifth

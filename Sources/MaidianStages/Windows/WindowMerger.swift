@@ -324,9 +324,10 @@ final class WindowMerger: PartialMerger {
     /// `merged`: the merge of all of `pending`'s parts, just written, whose users are still in `hashes` or
     /// `registers`: the whole-window partials are not merged a second time unless late ones were among them.
     private func retained(_ pending: Pending, _ merged: Merged) -> Pending {
-        let base = pending.parts.filter { $0.lateOffset < 0 }
-        guard base.count > 1 else { return pending }
-        let m = base.count == pending.parts.count ? merged : merge(base)
+        var baseCount = 0
+        for part in pending.parts where part.lateOffset < 0 { baseCount += 1 }
+        guard baseCount > 1 else { return pending }
+        let m = baseCount == pending.parts.count ? merged : merge(pending.parts.filter { $0.lateOffset < 0 })
         var message: [UInt8] = []
         pending.headMessage.withByteView { headMessage in
             let head = headMessage[pending.head]
@@ -344,9 +345,11 @@ final class WindowMerger: PartialMerger {
             }
         }
         guard case .partial(let layout)? = try? InternalMessage.layout(message) else { return pending }
-        let merged = Part(source: -1, lateOffset: -1, message: message, layout: layout)
-        return Pending(windowEnd: pending.windowEnd, headMessage: message, head: layout.head,
-                       parts: [merged] + pending.parts.filter { $0.lateOffset >= 0 }, firstOffset: pending.firstOffset)
+        var parts: [Part] = []
+        parts.reserveCapacity(1 + pending.parts.count - baseCount)
+        parts.append(Part(source: -1, lateOffset: -1, message: message, layout: layout))
+        for part in pending.parts where part.lateOffset >= 0 { parts.append(part) }
+        return Pending(windowEnd: pending.windowEnd, headMessage: message, head: layout.head, parts: parts, firstOffset: pending.firstOffset)
     }
 
     struct Merged {
@@ -365,7 +368,11 @@ final class WindowMerger: PartialMerger {
         var dwell = false
         var sketch = false
         hashes.removeAll(keepingCapacity: true)
-        for part in parts.sorted(by: { ($0.source, $0.lateOffset) < ($1.source, $1.lateOffset) }) {
+        // In (source, late offset) order; the parts mostly came in it (sources write in turn): sorted only when not.
+        @inline(__always) func before(_ a: Part, _ b: Part) -> Bool { (a.source, a.lateOffset) < (b.source, b.lateOffset) }
+        var inOrder = true
+        for k in parts.indices.dropFirst() where !before(parts[k - 1], parts[k]) { inOrder = false; break }
+        for part in inOrder ? parts : parts.sorted(by: before) {
             count += part.layout.count
             // The layout was checked when the message arrived: these reads do not fail.
             try? part.layout.readUsers(part.message, sketch: { other in

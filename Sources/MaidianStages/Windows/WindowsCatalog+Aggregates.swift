@@ -65,9 +65,10 @@ extension WindowsCatalog {
         let keyCount = w.keys.count - keyStart
         var h = w.keys.withByteView { $0[keyStart ..< (keyStart + keyCount)].hash }
         while let v = w.table.get(h) {
-            let other = st.aggregates[Int(v)]
-            let same = Int(other.keyCount) == keyCount && w.keys.withByteView { k in
-                k[Int(other.keyStart) ..< (Int(other.keyStart) + keyCount)].equals(k[keyStart ..< (keyStart + keyCount)])
+            // The other key's place read in place (a copy of the aggregate would retain its users and durations).
+            let otherStart = Int(st.aggregates[Int(v)].keyStart), otherCount = Int(st.aggregates[Int(v)].keyCount)
+            let same = otherCount == keyCount && w.keys.withByteView { k in
+                k[otherStart ..< (otherStart + keyCount)].equals(k[keyStart ..< (keyStart + keyCount)])
             }
             if same {
                 w.keys.removeLast(keyCount)

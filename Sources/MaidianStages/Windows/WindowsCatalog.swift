@@ -11,6 +11,11 @@ final class WindowsCatalog {
 
     @exclusivity(unchecked) var pagesText = Interner()
     @exclusivity(unchecked) var elementsText = Interner()
+    /// Click `$element_path`s, and identifiers keyed by their path's number and the rest of their text
+    /// (`WindowsProcessor.elementNumber`), with each one's `elementsText` number.
+    @exclusivity(unchecked) var elementPaths = Interner()
+    @exclusivity(unchecked) var elementKeys = Interner()
+    @exclusivity(unchecked) var elementOfKey: [Int32] = []
     @exclusivity(unchecked) var eventNames: Interner
     @exclusivity(unchecked) var ruleSets = Interner()
     /// Per `ruleSets` number: the `ruleTexts` numbers of its rules.

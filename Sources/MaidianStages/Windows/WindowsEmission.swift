@@ -163,6 +163,8 @@ final class WindowsEmitter {
     let trailsCounter: StageCounter
     let idleCounter: StageCounter
     @exclusivity(unchecked) var headBuffer: [UInt8] = []
+    /// A closing window's aggregates with where their keys are in the window's `keys` (`closeWindow`).
+    @exclusivity(unchecked) var order: [(start: Int32, end: Int32, aggregate: Int32)] = []
 
     init(catalog: WindowsCatalog, settings: WindowsSettings, config: WindowsStage.Config, context: StageContext) {
         self.catalog = catalog
@@ -291,13 +293,21 @@ final class WindowsEmitter {
         let keys = w.keys
         keys.withByteView { k in
             @inline(__always) func key(_ a: Aggregate) -> ByteView { k[Int(a.keyStart) ..< Int(a.keyStart + a.keyCount)] }
-            // Output in key order (keys are distinct within a window).
-            let sorted = w.list.sorted { x, y in key(size.aggregates[Int(x)]).precedes(key(size.aggregates[Int(y)])) }
-            for a in sorted {
-                let agg = size.aggregates[Int(a)]
+            // Output in key order (keys are distinct within a window). Sorted by where the keys are, read once
+            // from the aggregates: a comparison then reads only the keys.
+            order.removeAll(keepingCapacity: true)
+            for a in w.list {
+                // Two fields read in place (a copy of the aggregate would retain its user set and durations).
+                let start = size.aggregates[Int(a)].keyStart, count = size.aggregates[Int(a)].keyCount
+                order.append((start, start + count, a))
+            }
+            order.sort { x, y in k[Int(x.start) ..< Int(x.end)].precedes(k[Int(y.start) ..< Int(y.end)]) }
+            for (_, _, a) in order {
+                // Moved out, its slot left vacant (it is free from now on): no retain of its users and durations
+                // for a copy, and their memory goes with `agg`.
+                var agg = Aggregate.vacant
+                swap(&agg, &size.aggregates[Int(a)])
                 writePartial(agg, key: key(agg), sourcePartition: st.partition, size: size.tag, lateOffset: nil, record: record, output: &output)
-                size.aggregates[Int(a)].users = AggregateUsers()
-                size.aggregates[Int(a)].durations = DurationDigest()
             }
         }
         size.freeAggregates.append(contentsOf: w.list)

@@ -43,6 +43,8 @@ final class WindowsProcessor {
     @exclusivity(unchecked) var keyBuffer: [UInt8] = []
     @exclusivity(unchecked) var identity: [UInt8] = []
     @exclusivity(unchecked) var identifier: [UInt8] = []
+    /// The last `$element_path`s numbered (`pathNumber`).
+    @exclusivity(unchecked) var recentPaths = RecentTexts()
     @exclusivity(unchecked) var libMemoKey: [UInt8] = []
     @exclusivity(unchecked) var libMemoValue: [UInt8]?
     @exclusivity(unchecked) var lateEvents: [Int32] = []
@@ -252,8 +254,7 @@ final class WindowsProcessor {
         var element: Int32 = -1, rules: Int32 = -1, visitDims: Int32 = -1, version: Int32 = -1
         switch role {
         case .click:
-            buildIdentifier(v)
-            element = catalog.elementsText.intern(identifier)
+            element = elementNumber(v)
         case .pageEnter:
             rules = ruleSet(v, ev)
             visitDims = catalog.visitDims(dims)
@@ -402,11 +403,15 @@ final class WindowsProcessor {
         }
     }
 
-    /// `{$element_path}-{$element_type}({position})_[{content}]` (wire format §3) into `identifier`.
-    private func buildIdentifier(_ v: BatchView) {
+    /// The `elementsText` number of the click's identifier `{$element_path}-{$element_type}({position})_[{content}]`
+    /// (wire format §3). The path is most of the identifier's bytes and clicks share few paths: it is numbered on
+    /// its own (`pathNumber`), and the identifier looked up by that number and the short rest (`elementKeys`); the
+    /// full text is built and interned only for a rest new to its path.
+    private func elementNumber(_ v: BatchView) -> Int32 {
         let found = finder.found
+        let path = pathNumber(v, found[3])
         identifier.removeAll(keepingCapacity: true)
-        _ = v.appendText(ofProperty: found[3], to: &identifier)
+        identifier.appendLE(path)
         identifier.append(0x2D)
         _ = v.appendText(ofProperty: found[4], to: &identifier)
         identifier.append(0x28)
@@ -419,6 +424,21 @@ final class WindowsProcessor {
             JSONOut.appendRaw("null", to: &identifier)
         }
         identifier.append(0x5D)
+        let key = catalog.elementKeys.intern(identifier)
+        if Int(key) < catalog.elementOfKey.count { return catalog.elementOfKey[Int(key)] }
+        text.removeAll(keepingCapacity: true)
+        text.append(contentsOf: catalog.elementPaths[path])
+        text.append(contentsOf: identifier[4...])
+        let element = catalog.elementsText.intern(text)
+        catalog.elementOfKey.append(element)
+        return element
+    }
+
+    /// The `elementPaths` number of a click's `$element_path` text (the empty text when it has none).
+    @inline(__always)
+    private func pathNumber(_ v: BatchView, _ k: Int) -> Int32 {
+        guard let t = v.text(ofProperty: k) else { return catalog.elementPaths.intern([]) }
+        return recentPaths.number(of: t, in: &catalog.elementPaths)
     }
 
     /// The interned list of the page rules a page-enter event matched (for its visit).
