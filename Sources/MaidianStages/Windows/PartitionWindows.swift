@@ -98,19 +98,21 @@ struct TrailEntry {
 /// and the crash trail, so that a login mid-visit keeps both. The install's latest `distinct_id` is in the
 /// partition's `idBytes` (one allocation for all installs instead of one each).
 struct UserState {
+    // The 8-byte fields first, then the 4-byte ones: 48 bytes a state, where interleaving them took 56 (issue 5
+    // allows 300 bytes per open visit, and a partition holds one state per install; bench/README.md).
     /// Hash64 of the install id.
     var hash: UInt64
-    /// The latest `distinct_id` in `idBytes`; `UInt32.max`: a free slot.
-    var idStart: UInt32
-    /// Hash64 of that `distinct_id` (decoded): an event with the same id, most events, is told apart from a
-    /// login without reading `idBytes` (ids are told apart by their hashes, as users are counted).
+    /// Hash64 of the latest `distinct_id` (decoded): an event with the same id, most events, is told apart from
+    /// a login without reading `idBytes` (ids are told apart by their hashes, as users are counted).
     var idHash: UInt64 = 0
-    /// Newest collector time (`received_at`, else the record timestamp) of the install's uploads in seconds,
-    /// rounded up: a visit times out by the watermark only once the install has been silent for the timeout.
-    var lastReceived: UInt32 = 0
     var visits: [Visit] = []
     /// A ring once full: the oldest entry at `trailStart`.
     var trail: [TrailEntry] = []
+    /// The latest `distinct_id` in `idBytes`; `UInt32.max`: a free slot.
+    var idStart: UInt32
+    /// Newest collector time (`received_at`, else the record timestamp) of the install's uploads in seconds,
+    /// rounded up: a visit times out by the watermark only once the install has been silent for the timeout.
+    var lastReceived: UInt32 = 0
     var trailStart: Int32 = 0
 }
 
@@ -451,6 +453,9 @@ final class PartitionWindows {
     /// Appends an id (its length, then the bytes `appendID` writes) and returns where it starts.
     private func appendEntry(_ appendID: (inout [UInt8]) -> Void) -> UInt32 {
         let start = idBytes.count
+        // Grown by half when full rather than doubled: the arena is most of a user's bytes beside its state, and
+        // doubling left up to as much again unused (issue 5's 300 bytes per open visit, bench/README.md).
+        if idBytes.capacity - start < 256 { idBytes.reserveCapacity(start + max(start / 2, 4096)) }
         idBytes.append(0)
         idBytes.append(0)
         appendID(&idBytes)
