@@ -7,25 +7,36 @@ public struct ReplayPoint: Sendable, Equatable {
     public var offset: Int64
     /// Newest event time seen before `offset` (nil: none).
     public var maxEventTime: Int64?
+    /// Of the record at `offset`, the first item to take: an internal record can bundle several messages,
+    /// and those before this one were taken before the checkpoint. 0 for a source partition.
+    public var item: Int32
 
-    public init(offset: Int64, maxEventTime: Int64?) {
+    public init(offset: Int64, maxEventTime: Int64?, item: Int32 = 0) {
         self.offset = offset
         self.maxEventTime = maxEventTime
+        self.item = item
     }
 
-    /// The metadata text: `maidian/1 replay_from=<offset> max_time=<ms or ->`.
+    /// The metadata text: `maidian/1 replay_from=<offset> max_time=<ms or ->`, and ` item=<n>` when `item` is
+    /// not 0 (so every point without one reads as before).
     public var metadata: String {
-        "maidian/1 replay_from=\(offset) max_time=\(maxEventTime.map(String.init) ?? "-")"
+        "maidian/1 replay_from=\(offset) max_time=\(maxEventTime.map(String.init) ?? "-")" + (item != 0 ? " item=\(item)" : "")
     }
 
     /// Parses `metadata`; nil for anything else (another tool's metadata, or none).
     public init?(metadata: String) {
         let parts = metadata.split(separator: " ")
-        guard parts.count == 3, parts[0] == "maidian/1",
+        guard parts.count == 3 || parts.count == 4, parts[0] == "maidian/1",
               parts[1].hasPrefix("replay_from="), let o = Int64(parts[1].dropFirst(12)),
               parts[2].hasPrefix("max_time=") else { return nil }
         let m = parts[2].dropFirst(9)
         if m == "-" { maxEventTime = nil } else if let v = Int64(m) { maxEventTime = v } else { return nil }
+        if parts.count == 4 {
+            guard parts[3].hasPrefix("item="), let i = Int32(parts[3].dropFirst(5)), i > 0 else { return nil }
+            item = i
+        } else {
+            item = 0
+        }
         offset = o
     }
 }

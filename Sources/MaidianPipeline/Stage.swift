@@ -90,15 +90,16 @@ public protocol Repartitioning: AnyObject {
 public protocol PartialMerger: AnyObject {
     /// Reads internal records and writes what became final to `output` (attributed to the record index).
     func process(_ records: [InternalRecord], output: inout OutputBuffer) throws
-    /// The oldest offset of `partition` still needed to rebuild the merger's state (nil: none held).
-    func replayFrom(partition: Int32) -> Int64?
+    /// The oldest message of `partition` still needed to rebuild the merger's state (nil: none held): its
+    /// record's offset and its item in that record (0 unless the record bundles several messages).
+    func replayFrom(partition: Int32) -> (offset: Int64, item: Int32)?
     /// How far `partition`'s output is final: every window ending at or before it was written (nil: none).
     /// Committed beside the offset (as `max_time`), because the messages that moved it may lie before
     /// `replayFrom`.
     func writtenUpTo(partition: Int32) -> Int64?
-    /// `partition` is about to be re-read from a checkpoint that had written every window ending at or
-    /// before `writtenUpTo`.
-    func restore(partition: Int32, writtenUpTo: Int64?)
+    /// `partition` is about to be re-read from `point`, committed by a checkpoint that had written every
+    /// window ending at or before `point.maxEventTime`.
+    func restore(partition: Int32, from point: ReplayPoint)
     /// Whether everything of `partition` is final and written (bounded runs end only then).
     func isComplete(partition: Int32) -> Bool
     /// Internal partitions this worker no longer holds.

@@ -338,12 +338,6 @@ private final class State: RebalanceHost {
             }
             internalRecords.removeAll { !partialsBook.isHeld($0.partition) }
             try keepReadingContiguous()
-            for k in internalRecords.indices {
-                internalRecords[k].index = Int32(batch.records.count + k)
-                if let until = partialsBook[internalRecords[k].partition].replayUntil, internalRecords[k].offset < until {
-                    internalRecords[k].replay = true
-                }
-            }
             for r in 0..<batch.records.count {
                 if let until = sourceBook[batch.records[r].partition].replayUntil, batch.records[r].offset < until {
                     batch.records[r].replay = true
@@ -356,6 +350,14 @@ private final class State: RebalanceHost {
                 }
                 if let hook = options.hook, let hookContext { hook.willProcess(records: batch.records.count + internalRecords.count, worker: hookContext) }
                 if !batch.records.isEmpty { try engine.process(&batch, output: &output, rest: &rest) }
+                // Numbered after the source records the batch kept: `process` moves the ones past the batch bound
+                // (`source.limits.max_batch_bytes`) to the next batch.
+                for k in internalRecords.indices {
+                    internalRecords[k].index = Int32(batch.records.count + k)
+                    if let until = partialsBook[internalRecords[k].partition].replayUntil, internalRecords[k].offset < until {
+                        internalRecords[k].replay = true
+                    }
+                }
                 if !internalRecords.isEmpty { try repartitioning?.merger.process(internalRecords, output: &output) }
                 for r in batch.records where r.status != .dropped {
                     sourceBook[r.partition].position = r.offset + 1
@@ -387,7 +389,9 @@ private final class State: RebalanceHost {
             // Revoked because another member left: done here too if that member was the last one working.
             if ownWorkDoneAt != nil && rebalances.awaitingAssignment && leaveGroupNow() { finished = true; break }
             let heldSource = rebalances.heldSource
-            if options.untilEnd && rebalances.hadAssignment && !rebalances.awaitingAssignment
+            // Not while records read are waiting past the batch bound (`rest`): librdkafka reports a partition's
+            // end once it has fetched up to it, which may be before its last records are processed.
+            if options.untilEnd && rebalances.hadAssignment && !rebalances.awaitingAssignment && rest.records.isEmpty
                 && heldSource.allSatisfy({ sourceBook.reachedEnd.contains($0) }) {
                 if !finishedState || finishedHeld != heldSource {
                     logger.info("reached the end offsets of all \(heldSource.count) held source partitions")
@@ -663,7 +667,13 @@ private final class State: RebalanceHost {
         var next: [Int32: Int64] = [:]
         for r in internalRecords { next[r.partition] = r.offset + 1 }
         for (q, n) in next {
-            let point = ReplayPoint(offset: min(merger.replayFrom(partition: q) ?? n, n), maxEventTime: merger.writtenUpTo(partition: q))
+            let written = merger.writtenUpTo(partition: q)
+            let point: ReplayPoint
+            if let from = merger.replayFrom(partition: q), from.offset < n {
+                point = ReplayPoint(offset: from.offset, maxEventTime: written, item: from.item)
+            } else {
+                point = ReplayPoint(offset: n, maxEventTime: written)
+            }
             books.partials[q].mergerPoints.append((n, point))
         }
     }
@@ -723,7 +733,7 @@ private final class State: RebalanceHost {
     func restore(_ s: Slot, from point: ReplayPoint) {
         switch s.lane {
         case .source: engine.restore(partition: s.partition, from: point)
-        case .partials: repartitioning?.merger.restore(partition: s.partition, writtenUpTo: point.maxEventTime)
+        case .partials: repartitioning?.merger.restore(partition: s.partition, from: point)
         }
     }
 

@@ -271,6 +271,7 @@ public final class WindowsStage: Stage, Repartitioning {
                 emitter.sendProgress(st, st.maxTime.map { saturatingSub($0, settings.lateness) } ?? .min, idle: true, record: -1, output: &output)
             }
         }
+        emitter.flushInternal(output: &output)
     }
 
     /// Open visits and tracked users over all partitions (state-size reports).

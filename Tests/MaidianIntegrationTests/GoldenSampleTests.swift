@@ -11,9 +11,23 @@ final class GoldenSampleTests: XCTestCase {
         try Self.runGolden(recording: "sample", records: 9568)
     }
 
+    /// A batch bound (`source.limits.max_batch_bytes`) that cuts every poll into several batches, on a worker
+    /// whose polls also bring internal records to merge: the same answers. (The merger's outputs were numbered
+    /// as if the whole poll stayed one batch, past the records a cut batch kept, and the worker trapped.)
+    func testSampleTrafficWithPollsCutByTheBatchBound() throws {
+        let original = try String(contentsOf: Integration.root.appendingPathComponent("pipelines/app-analytics.yaml"), encoding: .utf8)
+        let limits = "    max_events_per_record: 10000\n"
+        XCTAssertTrue(original.contains(limits))
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("maidian-bound-\(UUID().uuidString.prefix(8)).yaml").path
+        try original.replacingOccurrences(of: limits, with: limits + "    max_batch_bytes: 32KiB\n").write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Self.runGolden(recording: "sample", records: 9568, workers: 1, pipeline: path)
+    }
+
     /// Loads `traffic/<recording>.ndjson`, runs two workers until the end and checks every output against
     /// `traffic/<recording>.expected.json`.
-    static func runGolden(recording: String, records recordCount: Int, workers workerCount: Int = 2, file: StaticString = #filePath, line: UInt = #line) throws {
+    static func runGolden(recording: String, records recordCount: Int, workers workerCount: Int = 2, pipeline pipelinePath: String? = nil,
+                          file: StaticString = #filePath, line: UInt = #line) throws {
         let sample = Integration.shared.appendingPathComponent("traffic/\(recording).ndjson")
         let expectedURL = Integration.shared.appendingPathComponent("traffic/\(recording).expected.json")
         guard FileManager.default.fileExists(atPath: sample.path) else {
@@ -40,7 +54,7 @@ final class GoldenSampleTests: XCTestCase {
             "MAIDIAN_GEO_DB": Integration.shared.appendingPathComponent("geo/test-city.mmdb").path,
             "MAIDIAN_RULES": Integration.shared.appendingPathComponent("traffic/rules-sample.yaml").path,
         ]
-        let pipeline = Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path
+        let pipeline = pipelinePath ?? Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path
         let workers = try (0..<workerCount).map { i in
             try Integration.Child(Integration.binary, ["run", pipeline, "--until-end"], environment: env, name: "golden-worker-\(i)")
         }

@@ -223,6 +223,53 @@ final class WorkerTests: XCTestCase {
         XCTAssertNil(run.error)
     }
 
+    // MARK: - f. a batch bound with internal records to merge
+
+    /// A poll that brings internal records to merge and more source records than the batch bound
+    /// (`source.limits.max_batch_bytes`) lets one batch hold: the source records past the bound wait for the
+    /// next batch, and what merging writes is attributed to the internal records as numbered after the ones the
+    /// batch kept. (They were numbered before the cut, past the batch's end: the worker trapped.)
+    func testPollCutByTheBatchBoundWithInternalRecordsToMerge() throws {
+        let rules = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("testdata/traffic/rules-sample.yaml").path
+        let stages = "  - kind: validate\n  - kind: match\n    rules: \(rules)\n    reload: false\n  - kind: windows\n    window: 60s"
+        let env = try Env(rawPartitions: 2, limits: "max_batch_bytes: 4KiB", stages: stages)
+        for t in ["metrics.counts", "metrics.dwell", "crash.trails"] { try env.broker.createTopic(t, partitions: 1) }
+        let partials = PipelineSpec.defaultPartialsTopic(group: env.group)
+        try env.broker.createTopic(partials, partitions: 1)
+        // Already on the internal topic when the worker starts (its first poll brings them with the raw records):
+        // each source's partial of one window and its final progress, so merging them writes that window.
+        let end = Self.t0 + 60_000
+        let head = #"{"metric":"pv","rule":"earlier","window_start":\#(Self.t0),"window_end":\#(end),"dims":{}"#
+        func le<T: FixedWidthInteger>(_ v: T) -> [UInt8] { withUnsafeBytes(of: v.littleEndian) { Array($0) } }
+        var internalRecords: [(key: [UInt8], value: [UInt8])] = []
+        for source: Int32 in 0..<2 {
+            let partial: [UInt8] = [1, 1] + le(source) + le(end) + le(Int32(head.utf8.count)) + Array(head.utf8) + le(Int64(2 + source))
+                + [0] + le(Int32(1)) + le(UInt64(source + 1)) + [0]
+            internalRecords.append((Array("pv|earlier|\(Self.t0)|".utf8), partial))
+        }
+        for source: Int32 in 0..<2 { internalRecords.append(([], [1, 2] + le(source) + le(Int64.max) + [0])) }
+        let producer = try KafkaProducer(config: ["bootstrap.servers": env.broker.bootstrapServers], logger: env.logger)
+        for (i, r) in internalRecords.enumerated() {
+            try producer.produce(topicName: partials, partition: 0, key: r.key, value: r.value, headers: [], timestamp: Self.t0, token: UInt64(i + 1))
+        }
+        try producer.flush(timeout: .seconds(20))
+        var raw: [Raw] = []
+        for i in 0..<200 {
+            let json = "[" + Self.track(id: Int64(i) * 10, distinctID: "user\(i % 7)", event: "$AppViewScreen") + "]"
+            raw.append(Raw(key: "install-\(i % 7)", value: Array(json.utf8), partition: Int32(i % 2)))
+        }
+        try env.produce(raw)
+
+        try env.runWorker(untilEnd: true, timeout: 120)
+
+        let counts = try env.readAll("metrics.counts", partitions: 1)
+        let earlier = counts.filter { $0.value["rule"] as? String == "earlier" }
+        XCTAssertEqual(earlier.count, 1, "the pre-produced window is written once")
+        XCTAssertEqual((earlier.first?.value["count"] as? NSNumber)?.intValue, 5)
+        XCTAssertEqual(try env.readAll("events.enriched", partitions: 4).count, 200)
+    }
+
     // MARK: - Helpers
 
     static func track(id: Int64, distinctID: String = "u1", event: String = "$AppClick") -> String {
@@ -243,7 +290,8 @@ final class WorkerTests: XCTestCase {
         let logger: Logger
         let rawPartitions: Int
 
-        init(rawPartitions: Int, maxBatch: Int = 2000) throws {
+        /// `limits`: what `source.limits:` holds; `stages`: the `stages:` list (default: validate to record_presets).
+        init(rawPartitions: Int, maxBatch: Int = 2000, limits: String = "", stages: String? = nil) throws {
             var logger = Logger(label: "worker-tests") { StreamLogHandler.standardError(label: $0) }
             // WORKER_TEST_LOG=info|debug shows the worker's and librdkafka's lines.
             logger.logLevel = ProcessInfo.processInfo.environment["WORKER_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
@@ -265,11 +313,9 @@ final class WorkerTests: XCTestCase {
                     heartbeat.interval.ms: 500
                     fetch.wait.max.ms: 50
                     topic.metadata.refresh.interval.ms: 1000
+                  limits: {\(limits)}
                 stages:
-                  - kind: validate
-                  - kind: calibrate_time
-                  - kind: dedup
-                  - kind: record_presets
+                \(stages ?? "  - kind: validate\n  - kind: calibrate_time\n  - kind: dedup\n  - kind: record_presets")
                 outputs:
                   - kind: enriched
                     topic: events.enriched

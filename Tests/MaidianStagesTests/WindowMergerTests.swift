@@ -319,10 +319,10 @@ final class WindowMergerTests: XCTestCase {
         f.partial(0, window: 0, count: 1, users: [1])
         f.progress(0, 2 * Self.minute)
         try f.flush()
-        XCTAssertEqual(f.merger.replayFrom(partition: 0), 0, "the written window's partial is still needed")
+        XCTAssertEqual(f.merger.replayFrom(partition: 0)?.offset, 0, "the written window's partial is still needed")
         // A new merger re-reads from the replay point: the written window is rebuilt and takes late partials.
         let g = Feed(sources: 1, allowedLateness: 24 * 60 * Self.minute)
-        g.merger.restore(partition: 0, writtenUpTo: f.merger.writtenUpTo(partition: 0))
+        g.merger.restore(partition: 0, from: ReplayPoint(offset: 0, maxEventTime: f.merger.writtenUpTo(partition: 0)))
         g.partial(0, window: 0, count: 1, users: [1], replay: true)
         g.progress(0, 2 * Self.minute, replay: true)
         g.late(0, window: 0, offset: 3, count: 1, users: [2])
@@ -331,7 +331,7 @@ final class WindowMergerTests: XCTestCase {
         // Past the allowed lateness (24 h) behind the watermark, written windows are forgotten.
         f.progress(0, 25 * 60 * Self.minute)
         try f.flush()
-        XCTAssertEqual(f.merger.replayFrom(partition: 0), 2, "only the latest progress is needed now")
+        XCTAssertEqual(f.merger.replayFrom(partition: 0)?.offset, 2, "only the latest progress is needed now")
     }
 
     /// The two-worker golden run's lost late contributions: a merger that saw every source end keeps no written
@@ -351,13 +351,13 @@ final class WindowMergerTests: XCTestCase {
         try f.flush()
         XCTAssertEqual(f.written.map { int($0.value["count"]) }, [3, 4])
         XCTAssertTrue(f.merger.isComplete(partition: 0))
-        let from = try XCTUnwrap(f.merger.replayFrom(partition: 0))
+        let from = try XCTUnwrap(f.merger.replayFrom(partition: 0)?.offset)
         XCTAssertGreaterThan(from, 0, "nothing is kept after the end: the replay point passed window 0's first partial")
 
         // A new owner re-reads from the replay point up to the commit (6), then gets a re-sent copy of a final
         // partial (its source was re-read after a takeover of its own).
         let g = Feed(sources: 2, allowedLateness: 24 * 60 * Self.minute)
-        g.merger.restore(partition: 0, writtenUpTo: f.merger.writtenUpTo(partition: 0))
+        g.merger.restore(partition: 0, from: ReplayPoint(offset: 0, maxEventTime: f.merger.writtenUpTo(partition: 0)))
         g.offsets[0] = from
         if from <= 1 { g.progress(0, .max, replay: true) }
         if from <= 2 { g.partial(1, window: 0, count: 1, users: [3], replay: true) }
@@ -387,7 +387,7 @@ final class WindowMergerTests: XCTestCase {
     /// to them: the chaos run on `sample-v2` doubled counts that way.
     func testReReadCopyOfAPartialForAWindowWrittenDuringTheReReadIsNotAdded() throws {
         let g = Feed(sources: 2, allowedLateness: 24 * 60 * Self.minute)
-        g.merger.restore(partition: 0, writtenUpTo: nil)
+        g.merger.restore(partition: 0, from: ReplayPoint(offset: 0, maxEventTime: nil))
         g.partial(0, window: 0, count: 2, users: [1, 2], replay: true)
         g.partial(1, window: 0, count: 1, users: [3], replay: true)
         g.progress(0, 2 * Self.minute, replay: true)
@@ -422,7 +422,7 @@ final class WindowMergerTests: XCTestCase {
 
     func testReplayFromIsTheOldestPendingPartialOrLatestProgress() throws {
         let f = Feed(sources: 2)
-        XCTAssertNil(f.merger.replayFrom(partition: 0))
+        XCTAssertNil(f.merger.replayFrom(partition: 0)?.offset)
         f.progress(0, 10_000)                       // offset 0
         f.progress(1, 10_000)                       // 1
         f.partial(0, window: 0, count: 1, users: [1])  // 2
@@ -431,19 +431,19 @@ final class WindowMergerTests: XCTestCase {
         f.progress(1, 30_000)                       // 5
         f.partial(0, window: 1, count: 1, users: [1])  // 6
         try f.flush()
-        XCTAssertEqual(f.merger.replayFrom(partition: 0), 2, "window 0's first partial")
+        XCTAssertEqual(f.merger.replayFrom(partition: 0)?.offset, 2, "window 0's first partial")
         f.progress(0, Self.minute)                  // 7
         f.progress(1, Self.minute)                  // 8: window 0 written
         try f.flush()
         XCTAssertEqual(f.written.count, 1)
-        XCTAssertEqual(f.merger.replayFrom(partition: 0), 6, "window 1's partial")
+        XCTAssertEqual(f.merger.replayFrom(partition: 0)?.offset, 6, "window 1's partial")
         f.progress(0, 2 * Self.minute)              // 9
         f.progress(1, 2 * Self.minute)              // 10: window 1 written
         try f.flush()
-        XCTAssertEqual(f.merger.replayFrom(partition: 0), 9, "the latest progress of each source")
-        XCTAssertNil(f.merger.replayFrom(partition: 1))
+        XCTAssertEqual(f.merger.replayFrom(partition: 0)?.offset, 9, "the latest progress of each source")
+        XCTAssertNil(f.merger.replayFrom(partition: 1)?.offset)
         f.merger.partitionsRevoked([0])
-        XCTAssertNil(f.merger.replayFrom(partition: 0))
+        XCTAssertNil(f.merger.replayFrom(partition: 0)?.offset)
     }
 
     func testInternalPartitionsAreMergedApart() throws {
@@ -600,7 +600,7 @@ extension WindowMergerTests {
         XCTAssertEqual(written.map(\.topic), ["metrics.counts"], "only the minute is complete")
         XCTAssertEqual(int(written.first?.value["count"]), 3, "the hour's partial is not added to the minute of the same key text")
         XCTAssertEqual(int(written.first?.value["users"]), 2)
-        XCTAssertEqual(merger.replayFrom(partition: 0), 0, "the kept minute and the pending hour hold the replay point")
+        XCTAssertEqual(merger.replayFrom(partition: 0)?.offset, 0, "the kept minute and the pending hour hold the replay point")
 
         partial(1, size: Self.hour, count: 20, users: [5, 6])
         progress(0, Self.hour)
@@ -667,11 +667,11 @@ extension WindowMergerTests {
         try first.process(records(0..<3), output: &out)
         XCTAssertEqual(out.messages.count, 2, "the minute and the hour")
         let mark = first.writtenUpTo(partition: 0)
-        XCTAssertEqual(first.replayFrom(partition: 0), 0, "both written windows are kept for late partials")
+        XCTAssertEqual(first.replayFrom(partition: 0)?.offset, 0, "both written windows are kept for late partials")
 
         // A new owner re-reads from the replay point, then a late partial of each size arrives.
         let second = merger()
-        second.restore(partition: 0, writtenUpTo: mark)
+        second.restore(partition: 0, from: ReplayPoint(offset: 0, maxEventTime: mark))
         var lateMinute = records(0..<3, replayUntil: 3)
         lateMinute.append(InternalRecord(partition: 0, offset: 3, key: key, value: message(size: 0, count: 1, user: 2, late: 10), index: 3))
         lateMinute.append(InternalRecord(partition: 0, offset: 4, key: key, value: message(size: Self.hour, count: 1, user: 2, late: 10), index: 4))

@@ -167,7 +167,18 @@ final class WindowsHarness {
             let o = WindowsOutput(
                 content: .init(topic: topic, key: out.keyString(i) ?? "", value: Array(out.bytes[Int(m.value.start)..<Int(m.value.end)])),
                 partition: record?.partition, offset: record?.offset, replay: record?.replay ?? false, targetPartition: m.partition)
-            batchOutputs.append(o)
+            // A bundle counts as the messages it holds: which messages share a record depends on where
+            // batches end, what they say does not.
+            if topic == "maidian.partials" && InternalMessage.isBundle(o.content.value) {
+                for item in try InternalMessage.bundleItems(o.content.value) {
+                    var one = o
+                    one.content.key = item.key.map { String(decoding: o.content.value[$0], as: UTF8.self) } ?? ""
+                    one.content.value = Array(o.content.value[item.value])
+                    batchOutputs.append(one)
+                }
+            } else {
+                batchOutputs.append(o)
+            }
             if topic == "maidian.partials" && !o.replay {
                 let q = m.partition
                 let offset = internalOffsets[q, default: 0]

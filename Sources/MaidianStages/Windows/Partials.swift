@@ -83,6 +83,52 @@ enum InternalMessage: Equatable {
         }
     }
 
+    /// A bundle (type 6): several internal messages for one internal partition in one record, each with the
+    /// key it would have had as a record of its own. A source partition's advance writes one per internal
+    /// partition instead of one record per partial and a progress record per internal partition: over 32
+    /// partitions that was most of a worker's internal records (bench/README.md, session 11).
+    static let bundleType: UInt8 = 6
+
+    /// Whether `bytes` is a bundle (`bundleItems` reads it; anything else is one message).
+    static func isBundle(_ bytes: [UInt8]) -> Bool { bytes.count >= 2 && bytes[0] == version && bytes[1] == bundleType }
+
+    /// One message of a bundle: where its key (nil: it had none) and its value are in the bundle.
+    struct BundleItem: Equatable {
+        var key: Range<Int>?
+        var value: Range<Int>
+    }
+
+    /// The messages of a bundle, checked whole before any is used (a bundle is taken or skipped as one):
+    /// version, type 6, the item count, then per item the key's length (-1: none) and bytes, the value's
+    /// length and bytes. An item is never a bundle itself.
+    static func bundleItems(_ bytes: [UInt8]) throws -> [BundleItem] {
+        var r = ByteReader(bytes: bytes)
+        guard try r.u8() == version, try r.u8() == bundleType else { throw Malformed(description: "not an internal bundle") }
+        let count = Int(try r.i32())
+        // Each item takes at least 8 bytes: a count past that is a lie, not a reason to reserve memory.
+        guard count >= 0, count <= (bytes.count - r.i) / 8 else { throw Malformed(description: "internal bundle with a count of \(count)") }
+        var items: [BundleItem] = []
+        items.reserveCapacity(count)
+        for _ in 0..<count {
+            let keyCount = Int(try r.i32())
+            var key: Range<Int>?
+            if keyCount >= 0 {
+                let start = r.i
+                try r.skip(keyCount)
+                key = start..<r.i
+            } else if keyCount != -1 {
+                throw Malformed(description: "internal bundle item with a key length of \(keyCount)")
+            }
+            let valueCount = Int(try r.i32())
+            let start = r.i
+            try r.skip(valueCount)
+            if valueCount >= 2 && bytes[start + 1] == bundleType { throw Malformed(description: "internal bundle inside a bundle") }
+            items.append(BundleItem(key: key, value: start..<r.i))
+        }
+        guard r.i == bytes.count else { throw Malformed(description: "internal bundle with \(bytes.count - r.i) bytes after its items") }
+        return items
+    }
+
     struct Malformed: Error, CustomStringConvertible {
         var description: String
     }
@@ -257,4 +303,97 @@ extension Array where Element == UInt8 {
     @inline(__always) mutating func appendLE(_ v: UInt64) { appendLittleEndian(v) }
     @inline(__always) mutating func appendLE(_ v: Int64) { appendLE(UInt64(bitPattern: v)) }
     @inline(__always) mutating func appendLE(_ v: Int32) { appendLittleEndian(UInt32(bitPattern: v)) }
+}
+
+/// Collects the internal messages of one advance of one source partition, per internal partition, and writes
+/// each internal partition's as one record: the message itself when it is alone, else a bundle. Every message
+/// of an advance belongs to one input record (the one its outputs are attributed to), so a bundle does too.
+/// A bundle stays under the producer's message limit and `maxBundleBytes`: a message that would take it past
+/// either first writes out what is collected.
+struct InternalBundler {
+    /// Per internal partition: the collected items, encoded as in a bundle.
+    private var staged: [[UInt8]] = []
+    private var counts: [Int32] = []
+    /// Internal partitions with items, in the order they got their first.
+    private var touched: [Int32] = []
+    private var record: Int32 = 0
+    private var pending = false
+
+    /// Large enough that a window's partials for one internal partition fit; small enough that a merger's
+    /// fetches and the broker's batches stay ordinary.
+    static let maxBundleBytes = 512 * 1024
+
+    /// Adds one message for internal partition `partition` on behalf of input record `record`: `key` (nil: none)
+    /// and the value `value` writes. Writes out what is collected when the record changes or a limit is near.
+    mutating func add(partition: Int32, record: Int32, key: ByteView?, output: inout OutputBuffer, topic: Int32,
+                      value: (inout [UInt8]) -> Void) {
+        if pending && record != self.record { flush(output: &output, topic: topic) }
+        self.record = record
+        pending = true
+        let q = Int(partition)
+        if staged.count <= q {
+            staged.append(contentsOf: repeatElement([], count: q + 1 - staged.count))
+            counts.append(contentsOf: repeatElement(0, count: q + 1 - counts.count))
+        }
+        let start = staged[q].count
+        if let key {
+            staged[q].appendLE(Int32(key.count))
+            staged[q].append(key)
+        } else {
+            staged[q].appendLE(Int32(-1))
+        }
+        let lengthAt = staged[q].count
+        staged[q].appendLE(Int32(0))
+        value(&staged[q])
+        let length = UInt32(staged[q].count - lengthAt - 4)
+        for k in 0..<4 { staged[q][lengthAt + k] = UInt8(truncatingIfNeeded: length >> UInt32(8 * k)) }
+        if counts[q] == 0 { touched.append(partition) }
+        counts[q] += 1
+        // Past a limit with the new item: what came before it goes out alone, the item starts the next bundle.
+        let limit = min(Self.maxBundleBytes, output.maxMessageBytes)
+        if counts[q] > 1 && staged[q].count + 6 > limit {
+            let item = Array(staged[q][start...])
+            staged[q].removeSubrange(start...)
+            counts[q] -= 1
+            write(q, output: &output, topic: topic)
+            staged[q] = item
+            counts[q] = 1
+        }
+    }
+
+    /// Writes every collected item out (one record per internal partition) and forgets them.
+    mutating func flush(output: inout OutputBuffer, topic: Int32) {
+        guard pending else { return }
+        for q in touched where counts[Int(q)] > 0 { write(Int(q), output: &output, topic: topic) }
+        touched.removeAll(keepingCapacity: true)
+        pending = false
+    }
+
+    private mutating func write(_ q: Int, output: inout OutputBuffer, topic: Int32) {
+        let keyStart = output.begin()
+        if counts[q] == 1 {
+            // Alone: the message as it would be without bundles (older mergers read it, and it is smaller).
+            let b = staged[q]
+            var keyBits: UInt32 = 0
+            for k in 0..<4 { keyBits |= UInt32(b[k]) << UInt32(8 * k) }
+            let hasKey = keyBits != UInt32.max
+            var at = 4
+            if hasKey {
+                output.bytes.append(bytesOf: b, at ..< at + Int(keyBits))
+                at += Int(keyBits)
+            }
+            let valueStart = output.bytes.count
+            output.bytes.append(bytesOf: b, (at + 4) ..< b.count)
+            output.finish(topic: topic, record: record, keyStart: keyStart, valueStart: valueStart, hasKey: hasKey, partition: Int32(q))
+        } else {
+            let valueStart = output.bytes.count
+            output.bytes.append(InternalMessage.version)
+            output.bytes.append(InternalMessage.bundleType)
+            output.bytes.appendLE(counts[q])
+            output.bytes.append(contentsOf: staged[q])
+            output.finish(topic: topic, record: record, keyStart: keyStart, valueStart: valueStart, hasKey: false, partition: Int32(q))
+        }
+        staged[q].removeAll(keepingCapacity: true)
+        counts[q] = 0
+    }
 }

@@ -28,7 +28,16 @@ final class WindowMerger: PartialMerger {
         var head: Range<Int>
         /// Latest partial per source partition (a re-read source writes the same partial again).
         var parts: [Part] = []
-        var firstOffset: Int64
+        /// Where the key's first partial is: a takeover re-reads from the oldest of these.
+        var first: Position
+    }
+
+    /// Where an internal message is in its partition: its record's offset, and its place in the record (a
+    /// bundle holds several; any other record is item 0).
+    struct Position: Comparable {
+        var offset: Int64
+        var item: Int32
+        static func < (a: Position, b: Position) -> Bool { (a.offset, a.item) < (b.offset, b.item) }
     }
 
     struct Part {
@@ -42,7 +51,7 @@ final class WindowMerger: PartialMerger {
     struct Progress {
         var watermark: Int64
         var idle: Bool
-        var offset: Int64
+        var at: Position
     }
 
     /// One window size's keys in one internal partition.
@@ -73,6 +82,9 @@ final class WindowMerger: PartialMerger {
         var ended = false
         /// The written-up-to mark restored at a takeover: windows up to it are rebuilt from re-read partials.
         var restoredUpTo: Int64 = .min
+        /// The restored replay point: items of the bundle at its offset before its item were taken before the
+        /// checkpoint, and are skipped when re-read.
+        var resumeAt: Position?
 
         init(sizes: Int) { self.sizes = (0..<sizes).map { _ in SizeState() } }
     }
@@ -150,61 +162,23 @@ final class WindowMerger: PartialMerger {
             }
             if r.replay { lastReplay[r.partition] = r.index }
             if touched[r.partition] == nil { touched[r.partition] = r.index }
-            let layout: InternalMessage.Layout
+            let st = state(r.partition)
+            guard InternalMessage.isBundle(r.value) else {
+                take(key: r.key, value: r.value, at: Position(offset: r.offset, item: 0), of: r, st)
+                continue
+            }
+            let items: [InternalMessage.BundleItem]
             do {
-                layout = try InternalMessage.layout(r.value)
+                items = try InternalMessage.bundleItems(r.value)
             } catch {
                 logger.error("skipping a malformed internal record at partition \(r.partition) offset \(r.offset): \(error)")
                 continue
             }
-            let st = state(r.partition)
-            switch layout {
-            case .partial(let p):
-                let part = Part(source: p.sourcePartition, lateOffset: p.lateOffset, message: r.value, layout: p)
-                // Once every source has ended, a partial is a copy: a source re-read after its own takeover sends
-                // its last windows again. Nothing is kept for late partials after the end, so applied to a window
-                // rebuilt from a re-read alone (its earlier partials lie before the replay point) it would write
-                // that window again with part of its totals.
-                if st.ended { break }
-                guard let k = sizeIndex(p.size) else {
-                    logger.warning("skipping a partial of a window size the stage does not have (\(p.size) ms): \(String(decoding: r.key, as: UTF8.self))")
-                    break
-                }
-                let sz = st.sizes[k]
-                if p.windowEnd <= st.writtenUpTo {
-                    // A re-read whole-window partial is kept only for a window written before the checkpoint (the
-                    // re-read rebuilds it source by source). One written during the re-read holds its sources'
-                    // partials merged into one (`retained`): a copy its source sent again would be added to them,
-                    // where the first run, live, dropped it (below).
-                    if p.lateOffset >= 0 || (r.replay && p.windowEnd <= st.restoredUpTo) {
-                        // A late partial, or (re-read) a partial of a window written before the checkpoint: kept
-                        // with the written window (a window past the allowed lateness is not kept any more).
-                        if let wm = watermark(st), wm != .max, p.windowEnd < saturatingSub(wm, allowedLateness) { break }
-                        let key = MessageKey(r.key)
-                        if sz.written[key]?.replace(part) == nil {
-                            sz.written[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
-                            sz.keepWritten(key, end: p.windowEnd)
-                        }
-                        if p.lateOffset >= 0 {
-                            latePartialsApplied.add()
-                            sz.dirty.insert(key)
-                        }
-                        break
-                    }
-                    latePartials.add()
-                    logger.warning("partial for a window already written (source partition \(p.sourcePartition) was idle?): \(String(decoding: r.key, as: UTF8.self))")
-                } else {
-                    let key = MessageKey(r.key)
-                    // Replaced in place when the key is pending (nil: it is not).
-                    if sz.pending[key]?.replace(part) == nil {
-                        sz.pending[key] = Pending(windowEnd: p.windowEnd, headMessage: r.value, head: p.head, parts: [part], firstOffset: r.offset)
-                        sz.keysByEnd[p.windowEnd, default: []].append(key)
-                    }
-                }
-            case .progress(let source, let watermark, let idle):
-                st.progress[source] = Progress(watermark: watermark, idle: idle, offset: r.offset)
-                // Decided at the record, not at the batch's end, so that a re-read decides the same whatever its batches.
-                if watermark == .max && !st.ended { st.ended = self.watermark(st) == .max }
+            for (i, item) in items.enumerated() {
+                // Items before a restored replay point were taken before the checkpoint (only re-read records hold them).
+                let at = Position(offset: r.offset, item: Int32(i))
+                if r.replay, let resume = st.resumeAt, at < resume { continue }
+                take(key: item.key.map { Array(r.value[$0]) } ?? [], value: Array(r.value[item.value]), at: at, of: r, st)
             }
         }
         for (partition, index) in touched.sorted(by: { $0.key < $1.key }) {
@@ -218,6 +192,65 @@ final class WindowMerger: PartialMerger {
             if !ended, let last = st.lastLateFlush, now - last < lateFlush { continue }
             st.lastLateFlush = now
             rewriteDirty(st, record: index, output: &output)
+        }
+    }
+
+    /// One internal message (a record's value, or an item of a bundle record) at position `at` of record `r`.
+    private func take(key keyBytes: [UInt8], value: [UInt8], at: Position, of r: InternalRecord, _ st: State) {
+        let layout: InternalMessage.Layout
+        do {
+            layout = try InternalMessage.layout(value)
+        } catch {
+            logger.error("skipping a malformed internal message at partition \(r.partition) offset \(r.offset) (item \(at.item)): \(error)")
+            return
+        }
+        switch layout {
+        case .partial(let p):
+            let part = Part(source: p.sourcePartition, lateOffset: p.lateOffset, message: value, layout: p)
+            // Once every source has ended, a partial is a copy: a source re-read after its own takeover sends
+            // its last windows again. Nothing is kept for late partials after the end, so applied to a window
+            // rebuilt from a re-read alone (its earlier partials lie before the replay point) it would write
+            // that window again with part of its totals.
+            if st.ended { break }
+            guard let k = sizeIndex(p.size) else {
+                logger.warning("skipping a partial of a window size the stage does not have (\(p.size) ms): \(String(decoding: keyBytes, as: UTF8.self))")
+                break
+            }
+            let sz = st.sizes[k]
+            if p.windowEnd <= st.writtenUpTo {
+                // A re-read whole-window partial is kept only for a window written before the checkpoint (the
+                // re-read rebuilds it source by source). One written during the re-read holds its sources'
+                // partials merged into one (`retained`): a copy its source sent again would be added to them,
+                // where the first run, live, dropped it (below).
+                if p.lateOffset >= 0 || (r.replay && p.windowEnd <= st.restoredUpTo) {
+                    // A late partial, or (re-read) a partial of a window written before the checkpoint: kept
+                    // with the written window (a window past the allowed lateness is not kept any more).
+                    if let wm = watermark(st), wm != .max, p.windowEnd < saturatingSub(wm, allowedLateness) { break }
+                    let key = MessageKey(keyBytes)
+                    if sz.written[key]?.replace(part) == nil {
+                        sz.written[key] = Pending(windowEnd: p.windowEnd, headMessage: value, head: p.head, parts: [part], first: at)
+                        sz.keepWritten(key, end: p.windowEnd)
+                    }
+                    if p.lateOffset >= 0 {
+                        latePartialsApplied.add()
+                        sz.dirty.insert(key)
+                    }
+                    break
+                }
+                latePartials.add()
+                logger.warning("partial for a window already written (source partition \(p.sourcePartition) was idle?): \(String(decoding: keyBytes, as: UTF8.self))")
+            } else {
+                let key = MessageKey(keyBytes)
+                // Replaced in place when the key is pending (nil: it is not).
+                if sz.pending[key]?.replace(part) == nil {
+                    sz.pending[key] = Pending(windowEnd: p.windowEnd, headMessage: value, head: p.head, parts: [part], first: at)
+                    sz.keysByEnd[p.windowEnd, default: []].append(key)
+                }
+            }
+        case .progress(let source, let watermark, let idle):
+            st.progress[source] = Progress(watermark: watermark, idle: idle, at: at)
+            // Decided at the record, not at the batch's end, so that a re-read decides the same whatever its batches.
+            if watermark == .max && !st.ended { st.ended = self.watermark(st) == .max }
         }
     }
 
@@ -349,7 +382,7 @@ final class WindowMerger: PartialMerger {
         parts.reserveCapacity(1 + pending.parts.count - baseCount)
         parts.append(Part(source: -1, lateOffset: -1, message: message, layout: layout))
         for part in pending.parts where part.lateOffset >= 0 { parts.append(part) }
-        return Pending(windowEnd: pending.windowEnd, headMessage: message, head: layout.head, parts: parts, firstOffset: pending.firstOffset)
+        return Pending(windowEnd: pending.windowEnd, headMessage: message, head: layout.head, parts: parts, first: pending.first)
     }
 
     struct Merged {
@@ -405,15 +438,15 @@ final class WindowMerger: PartialMerger {
         return Merged(count: count, sum: sum, durations: durations, dwell: dwell, sketch: sketch, users: users)
     }
 
-    func replayFrom(partition: Int32) -> Int64? {
+    func replayFrom(partition: Int32) -> (offset: Int64, item: Int32)? {
         guard let st = states[partition] else { return nil }
-        var low = Int64.max
+        var low: Position?
         for sz in st.sizes {
-            for p in sz.pending.values { low = min(low, p.firstOffset) }
-            for p in sz.written.values { low = min(low, p.firstOffset) }
+            for p in sz.pending.values where low.map({ p.first < $0 }) ?? true { low = p.first }
+            for p in sz.written.values where low.map({ p.first < $0 }) ?? true { low = p.first }
         }
-        for p in st.progress.values { low = min(low, p.offset) }
-        return low == .max ? nil : low
+        for p in st.progress.values where low.map({ p.at < $0 }) ?? true { low = p.at }
+        return low.map { ($0.offset, $0.item) }
     }
 
     func writtenUpTo(partition: Int32) -> Int64? {
@@ -421,11 +454,12 @@ final class WindowMerger: PartialMerger {
         return w
     }
 
-    func restore(partition: Int32, writtenUpTo: Int64?) {
+    func restore(partition: Int32, from point: ReplayPoint) {
         let st = State(sizes: sizes.count)
-        if let writtenUpTo { st.writtenUpTo = writtenUpTo }
+        if let writtenUpTo = point.maxEventTime { st.writtenUpTo = writtenUpTo }
         st.restoredUpTo = st.writtenUpTo
-        st.ended = writtenUpTo == .max
+        st.ended = point.maxEventTime == .max
+        st.resumeAt = point.item > 0 ? Position(offset: point.offset, item: point.item) : nil
         states[partition] = st
     }
 

@@ -5,6 +5,7 @@ extension WindowsProcessor {
     /// After a partition's input moved on: pair what the watermark passed, expire visits, write the windows
     /// the watermark closed and tell the mergers how far this partition is. `final`: the end of a bounded run.
     func advance(_ st: PartitionWindows, final: Bool, record: Int32, output: inout OutputBuffer) {
+        defer { emitter.flushInternal(output: &output) }
         if st.idleSent && !final {
             st.idleSent = false
             st.progressSent = .min  // report the real watermark again
@@ -165,6 +166,8 @@ final class WindowsEmitter {
     @exclusivity(unchecked) var headBuffer: [UInt8] = []
     /// A closing window's aggregates with where their keys are in the window's `keys` (`closeWindow`).
     @exclusivity(unchecked) var order: [(start: Int32, end: Int32, aggregate: Int32)] = []
+    /// The internal messages of the current advance, written per internal partition by `flushInternal`.
+    @exclusivity(unchecked) var bundler = InternalBundler()
 
     init(catalog: WindowsCatalog, settings: WindowsSettings, config: WindowsStage.Config, context: StageContext) {
         self.catalog = catalog
@@ -319,16 +322,20 @@ final class WindowsEmitter {
                               record: Int32, output: inout OutputBuffer) {
         headBuffer.removeAll(keepingCapacity: true)
         catalog.appendHead(agg, to: &headBuffer)
-        let keyStart = output.begin()
-        output.bytes.append(key)
-        let valueStart = output.bytes.count
-        headBuffer.withByteView { head in
-            InternalMessage.encodePartial(sourcePartition: sourcePartition, windowEnd: agg.windowEnd, head: head, count: agg.count,
-                                          isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: size,
-                                          lateOffset: lateOffset, into: &output.bytes) { agg.users.encode(into: &$0) }
-        }
         let target = Int32(truncatingIfNeeded: stableHash(key.elements) % UInt64(partialsPartitions))
-        output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, partition: target)
+        headBuffer.withByteView { head in
+            bundler.add(partition: target, record: record, key: key, output: &output, topic: topicPartials) { out in
+                InternalMessage.encodePartial(sourcePartition: sourcePartition, windowEnd: agg.windowEnd, head: head, count: agg.count,
+                                              isDwell: agg.isDwell, sumMs: agg.sum, durations: agg.durations, size: size,
+                                              lateOffset: lateOffset, into: &out) { agg.users.encode(into: &$0) }
+            }
+        }
+    }
+
+    /// Writes the internal messages collected since the last call (one record per internal partition). Called
+    /// at the end of each advance of a partition, whose messages all belong to one input record.
+    func flushInternal(output: inout OutputBuffer) {
+        bundler.flush(output: &output, topic: topicPartials)
     }
 
     /// Writes the batch's late contributions as late partials (one per key and record offset, in key order)
@@ -361,10 +368,9 @@ final class WindowsEmitter {
     func sendProgress(_ st: PartitionWindows, _ watermark: Int64, idle: Bool, record: Int32, output: inout OutputBuffer) {
         st.progressSent = watermark
         for q in 0..<partialsPartitions {
-            let keyStart = output.begin()
-            let valueStart = output.bytes.count
-            InternalMessage.progress(source: st.partition, watermark: watermark, idle: idle).encode(into: &output.bytes)
-            output.finish(topic: topicPartials, record: record, keyStart: keyStart, valueStart: valueStart, hasKey: false, partition: q)
+            bundler.add(partition: q, record: record, key: nil, output: &output, topic: topicPartials) {
+                InternalMessage.progress(source: st.partition, watermark: watermark, idle: idle).encode(into: &$0)
+            }
         }
     }
 }
