@@ -42,7 +42,7 @@ test: deps compose-check build-context-check deploy-check
 ## (Fuzz/corpus/<target>); new inputs go to Fuzz/.build/corpus-<target>, crashes to Fuzz/findings/. A target that
 ## overruns by 5 minutes (a hang libFuzzer's own -timeout could not stop) is killed and fails.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := FuzzRecord:record FuzzPipeline:pipeline FuzzRules:rules
+FUZZ_TARGETS := FuzzRecord:record FuzzPipeline:pipeline FuzzRules:rules FuzzInternal:internal
 fuzz-build: deps
 	cd Fuzz && $(SWIFT) build -c release -Xswiftc -sanitize=fuzzer
 

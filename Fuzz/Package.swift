@@ -1,6 +1,7 @@
 // swift-tools-version: 6.1
 // libFuzzer targets for what untrusted bytes reach (issue 13): a record's value and headers through decoding
-// and every event stage of the sample pipeline, the pipeline loader and the rules loader. A package of its
+// and every event stage of the sample pipeline, the pipeline loader, the rules loader and the internal topic's
+// records through the merger. A package of its
 // own so that a plain `swift build` at the root is unaffected. Build and run with `make fuzz` (see README.md).
 import PackageDescription
 
@@ -14,7 +15,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
-        .target(name: "FuzzSupport"),
+        .target(
+            name: "FuzzSupport",
+            dependencies: [
+                .product(name: "MaidianPipeline", package: "maidian"),
+                .product(name: "MaidianStages", package: "maidian"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .executableTarget(
             name: "FuzzRecord",
             dependencies: [
@@ -28,6 +35,14 @@ let package = Package(
         .executableTarget(
             name: "FuzzPipeline",
             dependencies: ["FuzzSupport", .product(name: "MaidianPipeline", package: "maidian")],
+            swiftSettings: fuzz),
+        .executableTarget(
+            name: "FuzzInternal",
+            dependencies: [
+                "FuzzSupport",
+                .product(name: "MaidianEvents", package: "maidian"),
+                .product(name: "MaidianPipeline", package: "maidian"),
+            ],
             swiftSettings: fuzz),
         .executableTarget(
             name: "FuzzRules",

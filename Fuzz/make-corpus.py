@@ -84,4 +84,35 @@ for target in ("pipeline", "rules"):
     write(target, "c5-block-depth", b"- " * 5000 + b"x\n")
 write("pipeline", "c6-empty", b"")
 write("rules", "empty", b"")
+
+# FuzzInternal: internal-topic records (wire layout in Sources/MaidianStages/Windows/Partials.swift) as the
+# target reads them: a flags byte, an item byte, then records with 2-byte lengths.
+def partial(source, window_end, count, users, rule="home", late=None):
+    head = b'{"metric":"pv","rule":"%s","window_start":%d,"window_end":%d,"dims":{}' % (rule.encode(), window_end - 60000, window_end)
+    m = b"\x01" + (b"\x03" + struct.pack("<q", late) if late is not None else b"\x01")
+    m += struct.pack("<iqi", source, window_end, len(head)) + head + struct.pack("<q", count)
+    m += b"\x00" + struct.pack("<i", len(users)) + b"".join(struct.pack("<Q", u) for u in users) + b"\x00"
+    return (b"pv|%s|%d|" % (rule.encode(), window_end - 60000), m)
+
+def progress(source, watermark, idle=False):
+    return (None, b"\x01\x02" + struct.pack("<iqB", source, watermark, 1 if idle else 0))
+
+def bundle(messages):
+    b = b"\x01\x06" + struct.pack("<i", len(messages))
+    for key, value in messages:
+        b += (struct.pack("<i", -1) if key is None else struct.pack("<i", len(key)) + key) + struct.pack("<i", len(value)) + value
+    return b
+
+def internal(records, restore=False, item=0):
+    return bytes([1 if restore else 0, item]) + b"".join(struct.pack("<H", len(r)) + r for r in records)
+
+W = 1763700060000
+recs = [bundle([partial(0, W, 2, [1, 2]), partial(0, W, 1, [3], rule="cart"), progress(0, W + 5000)]),
+        bundle([partial(1, W, 3, [4, 5, 6]), progress(1, W + 5000)]),
+        bundle([partial(1, W, 1, [7], late=99), partial(1, W + 60000, 1, [8]), progress(1, W + 65000)]),
+        progress(0, 2**63 - 1)[1], progress(1, 2**63 - 1)[1]]
+write("internal", "bundles", internal(recs))
+write("internal", "restored-inside-a-bundle", internal(recs, restore=True, item=2))
+write("internal", "single-messages", internal([partial(0, W, 2, [1])[1], progress(0, W + 5000)[1], progress(1, W + 5000, idle=True)[1]]))
+write("internal", "truncated-bundle", internal([bundle([partial(0, W, 2, [1]), progress(0, W)])[:-3]]))
 print("corpus written to", out)

@@ -508,6 +508,52 @@ final class WindowMergerTests: XCTestCase {
         f.progress(0, Self.minute)
         XCTAssertEqual(try f.flush().count, 1)
     }
+
+    /// Values a windows stage never writes (FuzzInternal found the first: counts adding up past Int64.max
+    /// trapped the merger) are refused where the message is read: a negative count or sum, a user register past
+    /// a hash's rank, a duration bucket out of range or with a negative count, a negative duration. Totals of
+    /// values that are each possible stop at Int64.max instead of trapping.
+    func testHostileValuesAreRefusedOrHeldAtTheLimit() throws {
+        func message(count: Int64 = 1, register: UInt8? = nil, sum: Int64 = 5, bucket: (Int32, Int64)? = nil, value: Int64 = 5) -> [UInt8] {
+            var users = UserSet()
+            users.insert(1)
+            if let register {
+                users.toSketch()
+                users = UserSet(exact: [], registers: [UInt8](repeating: register, count: UserSet.registerCount))
+            }
+            let digest = bucket.map { DurationDigest(values: [], buckets: [$0.0: $0.1], bucketed: true) } ?? DurationDigest(values: [value], buckets: [:], bucketed: false)
+            let head = Array(#"{"metric":"dwell","rule":"home","window_start":0,"window_end":60000,"dims":{}"#.utf8)
+            var bytes: [UInt8] = []
+            InternalMessage.partial(PartialAggregate(sourcePartition: 0, windowEnd: Self.minute, head: head, count: count, users: users,
+                                                     isDwell: true, sumMs: sum, durations: digest)).encode(into: &bytes)
+            return bytes
+        }
+        XCTAssertNoThrow(try InternalMessage.layout(message(register: UserSet.maxRank, bucket: (DurationDigest.maxBucket, 3))))
+        for (bad, what) in [(message(count: -1), "count"), (message(register: UserSet.maxRank + 1), "register"), (message(sum: -1), "sum"),
+                            (message(bucket: (DurationDigest.maxBucket + 1, 1)), "bucket"), (message(bucket: (-2, 1)), "bucket -2"),
+                            (message(bucket: (7, -1)), "bucket count"), (message(value: -1), "duration")] {
+            XCTAssertThrowsError(try InternalMessage.layout(bad), what)
+        }
+        // A duration entry count of -1 or past the bytes (the last 16 bytes: the count and one bucket entry).
+        for (n, what) in [(UInt8(0xFF), "-1"), (UInt8(0x7F), "2^31 - 1")] {
+            var bad = message(bucket: (7, 3))
+            for k in (bad.count - 16)..<(bad.count - 13) { bad[k] = 0xFF }
+            bad[bad.count - 13] = n
+            XCTAssertThrowsError(try InternalMessage.layout(bad), "\(what) duration buckets")
+        }
+        let whole = message(bucket: (7, 3))
+        for cut in 0..<whole.count { XCTAssertThrowsError(try InternalMessage.layout(Array(whole[..<cut])), "cut at \(cut)") }
+
+        let f = Feed(sources: 2)
+        for source: Int32 in 0..<2 {
+            f.partial(source, window: 0, count: .max, users: [UInt64(source)], durations: [.max / 2, .max / 2])
+            f.progress(source, Self.minute)
+        }
+        let written = try f.flush()
+        XCTAssertEqual(written.count, 1)
+        XCTAssertEqual(int(written.first?.value["count"]), .max)
+        XCTAssertEqual(int(written.first?.value["sum_ms"]), .max)
+    }
 }
 
 

@@ -1,5 +1,4 @@
 import FuzzSupport
-import Logging
 import MaidianEvents
 import MaidianPipeline
 import MaidianStages
@@ -18,12 +17,7 @@ public func fuzzRecord(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 final class FuzzRecordState: @unchecked Sendable {
     nonisolated(unsafe) static let shared = FuzzRecordState()
 
-    /// The repository root, from this file's path.
-    static let root: String = {
-        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(4)  // Fuzz/Sources/FuzzRecord/FuzzRecord.swift
-        return parts.joined(separator: "/")
-    }()
+    static let root = repositoryRoot
 
     static let pipeline = """
         name: fuzz
@@ -83,16 +77,7 @@ final class FuzzRecordState: @unchecked Sendable {
     init() { engine = FuzzRecordState.makeEngine() }
 
     static func makeEngine() -> PipelineEngine {
-        do {
-            let spec = try PipelineSpec.parse(yaml: pipeline, file: "fuzz-pipeline.yaml")
-            var logger = Logger(label: "fuzz")
-            logger.logLevel = .critical
-            let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: logger)
-            engine.repartitioning?.connect(partialsTopic: "fuzz.partials", partialsPartitions: 1, sourcePartitions: 1)
-            return engine
-        } catch {
-            fatalError("the fuzz pipeline does not load: \(error)")
-        }
+        makeFuzzEngine(pipeline: pipeline, file: "fuzz-pipeline.yaml", sourcePartitions: 1)
     }
 
     func run(_ input: UnsafeRawBufferPointer) {

@@ -13,3 +13,10 @@ public func fuzzerMain(
     var argv = argv
     return runFuzzerDriver(&argc, &argv, target)
 }
+
+/// The repository root, from this file's path (for the test data the targets' pipelines name).
+public let repositoryRoot: String = {
+    var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+    parts.removeLast(4)  // Fuzz/Sources/FuzzSupport/FuzzerDriver.swift
+    return parts.joined(separator: "/")
+}()

@@ -190,20 +190,40 @@ extension InternalMessage {
             let headStart = r.i + 4
             try r.skip(Int(try r.i32()))
             let head = headStart..<r.i
+            // Values a windows stage never writes are refused here, so that merging can trust the rest: no
+            // negative count or sum, no register past a 64-bit hash's rank, no duration bucket past Int64's.
             let count = try r.i64()
+            guard count >= 0 else { throw Malformed(description: "internal partial with a count of \(count)") }
             let users = r.i
             if try r.u8() == 1 {
+                let registers = r.i
                 try r.skip(UserSet.registerCount)
+                for k in registers..<r.i where bytes[k] > UserSet.maxRank {
+                    throw Malformed(description: "internal partial with a user register of \(bytes[k])")
+                }
             } else {
                 try r.skip(Int(try r.i32()), times: 8)
             }
             let dwell = r.i
             if try r.u8() != 0 {
-                _ = try r.i64()
+                guard try r.i64() >= 0 else { throw Malformed(description: "internal partial with a negative duration sum") }
+                // A count the remaining bytes cannot hold is refused before any loop (no negative range either).
+                func entries(_ size: Int) throws -> Int {
+                    let n = Int(try r.i32())
+                    guard n >= 0, n <= (bytes.count - r.i) / size else { throw Malformed(description: "truncated internal message") }
+                    return n
+                }
                 if try r.u8() == 1 {
-                    try r.skip(Int(try r.i32()), times: 12)
+                    for _ in 0..<(try entries(12)) {
+                        let bucket = try r.i32(), n = try r.i64()
+                        guard (-1...DurationDigest.maxBucket).contains(bucket), n >= 0 else {
+                            throw Malformed(description: "internal partial with a duration bucket \(bucket) of \(n)")
+                        }
+                    }
                 } else {
-                    try r.skip(Int(try r.i32()), times: 8)
+                    for _ in 0..<(try entries(8)) {
+                        guard try r.i64() >= 0 else { throw Malformed(description: "internal partial with a negative duration") }
+                    }
                 }
             }
             return .partial(PartialLayout(sourcePartition: source, windowEnd: windowEnd, lateOffset: lateOffset, size: size, head: head, count: count, users: users, dwell: dwell))

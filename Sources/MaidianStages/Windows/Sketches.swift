@@ -12,6 +12,8 @@ public struct UserSet: Sendable, Equatable {
     public static let exactLimit = 1000
     static let precision = 14
     static let registerCount = 1 << precision
+    /// The largest register value `add` writes (a rank of the hash's remaining bits).
+    static let maxRank = UInt8(64 - precision + 1)
 
     public private(set) var exact: Set<UInt64> = []
     /// Empty until the set turns into a sketch.
@@ -135,10 +137,13 @@ public struct DurationDigest: Sendable, Equatable {
         if values.count > Self.exactLimit { toBuckets() }
     }
 
+    /// The largest bucket index (`bucket(Int64.max)`).
+    static let maxBucket = bucket(.max)
+
     public mutating func merge(_ other: DurationDigest) {
         if other.bucketed {
             toBuckets()
-            for (b, n) in other.buckets { buckets[b, default: 0] += n }
+            for (b, n) in other.buckets { buckets[b, default: 0] = buckets[b, default: 0].saturatingAdd(n) }
         } else {
             for v in other.values { add(v) }
         }
@@ -158,8 +163,9 @@ public struct DurationDigest: Sendable, Equatable {
 
     static func bucketValue(_ b: Int32) -> Int64 {
         if b < 0 { return 0 }
-        // The bucket's geometric middle.
-        return Int64((exp(Double(b) * log(gamma)) * (1 + gamma) / 2).rounded())
+        // The bucket's geometric middle (held below Int64's limit: the last buckets' middles pass it).
+        let middle = (exp(Double(b) * log(gamma)) * (1 + gamma) / 2).rounded()
+        return middle < 9.2e18 ? Int64(middle) : .max
     }
 
     /// The nearest-rank percentile (`q` in 0...1), or 0 when empty.
@@ -170,15 +176,25 @@ public struct DurationDigest: Sendable, Equatable {
             let rank = max(1, Int((q * Double(sorted.count)).rounded(.up)))
             return sorted[min(rank, sorted.count) - 1]
         }
-        let total = buckets.values.reduce(0, +)
+        let total = buckets.values.reduce(Int64(0)) { $0.saturatingAdd($1) }
         if total == 0 { return 0 }
-        let rank = max(1, Int64((q * Double(total)).rounded(.up)))
+        let rank = max(1, Int64(min((q * Double(total)).rounded(.up), Double(Int64.max / 2))))
         var seen: Int64 = 0
         for b in buckets.keys.sorted() {
-            seen += buckets[b]!
+            seen = seen.saturatingAdd(buckets[b]!)
             if seen >= rank { return Self.bucketValue(b) }
         }
         return 0
     }
 }
 
+
+extension Int64 {
+    /// `self + other`, held at `Int64.max` (or `.min`) instead of trapping: totals of partials read from the
+    /// internal topic, which no real traffic brings near the limit.
+    @inline(__always)
+    func saturatingAdd(_ other: Int64) -> Int64 {
+        let (r, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : r
+    }
+}

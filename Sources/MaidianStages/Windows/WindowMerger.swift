@@ -340,7 +340,8 @@ final class WindowMerger: PartialMerger {
             JSONOut.appendRaw(",\"sum_ms\":", to: &output.bytes)
             JSONOut.appendInt(sum, to: &output.bytes)
             JSONOut.appendRaw(",\"avg_ms\":", to: &output.bytes)
-            JSONOut.appendInt(count > 0 ? (sum + count / 2) / count : 0, to: &output.bytes)
+            // Rounded to nearest, as (sum + count / 2) / count, without its overflow near Int64.max.
+            JSONOut.appendInt(count > 0 ? sum / count + (sum % count >= count - sum % count ? 1 : 0) : 0, to: &output.bytes)
             JSONOut.appendRaw(",\"p50_ms\":", to: &output.bytes)
             JSONOut.appendInt(durations.percentile(0.5), to: &output.bytes)
             JSONOut.appendRaw(",\"p90_ms\":", to: &output.bytes)
@@ -406,7 +407,7 @@ final class WindowMerger: PartialMerger {
         var inOrder = true
         for k in parts.indices.dropFirst() where !before(parts[k - 1], parts[k]) { inOrder = false; break }
         for part in inOrder ? parts : parts.sorted(by: before) {
-            count += part.layout.count
+            count = count.saturatingAdd(part.layout.count)
             // The layout was checked when the message arrived: these reads do not fail.
             try? part.layout.readUsers(part.message, sketch: { other in
                 if !sketch {
@@ -417,7 +418,7 @@ final class WindowMerger: PartialMerger {
             }, hash: { hashes.append($0) })
             if let d = try? part.layout.readDwell(part.message) {
                 dwell = true
-                sum += d.sum
+                sum = sum.saturatingAdd(d.sum)
                 durations.merge(d.durations)
             }
         }
