@@ -86,7 +86,7 @@ enum InternalMessage: Equatable {
     /// A bundle (type 6): several internal messages for one internal partition in one record, each with the
     /// key it would have had as a record of its own. A source partition's advance writes one per internal
     /// partition instead of one record per partial and a progress record per internal partition: over 32
-    /// partitions that was most of a worker's internal records (bench/README.md, session 11).
+    /// partitions that halves a worker's internal records (bench/README.md, session 11).
     static let bundleType: UInt8 = 6
 
     /// Whether `bytes` is a bundle (`bundleItems` reads it; anything else is one message).
