@@ -393,17 +393,13 @@ struct InternalBundler {
         let keyStart = output.begin()
         if counts[q] == 1 {
             // Alone: the message as it would be without bundles (older mergers read it, and it is smaller).
-            let b = staged[q]
-            var keyBits: UInt32 = 0
-            for k in 0..<4 { keyBits |= UInt32(b[k]) << UInt32(8 * k) }
-            let hasKey = keyBits != UInt32.max
-            var at = 4
-            if hasKey {
-                output.bytes.append(bytesOf: b, at ..< at + Int(keyBits))
-                at += Int(keyBits)
-            }
+            // Staged here, so it reads: `bundleItems`' layout without the bundle's header.
+            var r = ByteReader(bytes: staged[q])
+            let keyCount = Int(try! r.i32())
+            if keyCount >= 0 { output.bytes.append(bytesOf: staged[q], 4 ..< 4 + keyCount) }
+            let hasKey = keyCount >= 0
             let valueStart = output.bytes.count
-            output.bytes.append(bytesOf: b, (at + 4) ..< b.count)
+            output.bytes.append(bytesOf: staged[q], (4 + max(keyCount, 0) + 4) ..< staged[q].count)
             output.finish(topic: topic, record: record, keyStart: keyStart, valueStart: valueStart, hasKey: hasKey, partition: Int32(q))
         } else {
             let valueStart = output.bytes.count
