@@ -97,6 +97,10 @@ enum GoldenChecks {
             trails.insert(try canonical(o))
         }
         let wantTrails = Set(try (expected["trails"] as! [[String: Any]]).map { try canonical($0) })
+        // The records themselves, not only how many: a trail that differs from the answer shows which entries
+        // it lacks or adds (a failover that rebuilt an install's state from too short a re-read, say).
+        for t in trails.subtracting(wantTrails).sorted().prefix(5) { XCTFail("crash.trails has an unexpected record \(t)", file: file, line: line) }
+        for t in wantTrails.subtracting(trails).sorted().prefix(5) { XCTFail("crash.trails lacks the record \(t)", file: file, line: line) }
         XCTAssertEqual(trails.subtracting(wantTrails).count, 0, "unexpected crash.trails records", file: file, line: line)
         XCTAssertEqual(wantTrails.subtracting(trails).count, 0, "missing crash.trails records", file: file, line: line)
     }

@@ -78,6 +78,27 @@ final class CheckpointReplayTests: XCTestCase {
         try assertTakeovers(records, batchA: 1, batchB: 1, minimumOutputs: 1) { _ in [2] }
     }
 
+    /// A crash that arrives late takes no trail entry older than `trail_max_age` before its record's watermark:
+    /// an older one (here the page view at t) lies before the replay point, so a worker that took the partition
+    /// over would not know it while one that never stopped would (the chaos test on `sample-v2` once wrote such
+    /// a second, shorter trail). The install is still known when the crash comes (its click at t + 3 min).
+    func testLateCrashTrailReachesOnlyWhatATakeoverRebuilds() throws {
+        let t: Int64 = 1_763_700_000_000
+        let m: Int64 = 60_000
+        func record(_ offset: Int64, _ user: String, _ event: String, _ time: Int64, received: Int64) -> Bench.SourceRecord {
+            let json = #"[{"type":"track","event":"\#(event)","time":\#(time),"distinct_id":"\#(user)","_track_id":\#(offset),"properties":{"$screen_name":"HomeViewController","$app_version":"3.2.1"}}]"#
+            return Bench.SourceRecord(partition: 0, offset: offset, timestamp: received, key: Array(user.utf8), value: Array(json.utf8),
+                                      ip: nil, receivedAt: nil, ua: nil, project: nil)
+        }
+        let records = [
+            record(0, "u1", "$AppViewScreen", t, received: t),
+            record(1, "u1", "$AppClick", t + 3 * m, received: t + 3 * m),
+            record(2, "u2", "$AppClick", t + 7 * m, received: t + 7 * m),
+            record(3, "u1", "$AppCrashed", t + 4 * m + 30_000, received: t + 7 * m + 30_000),
+        ]
+        try assertTakeovers(records, batchA: 1, batchB: 1, minimumOutputs: 1) { _ in [2] }
+    }
+
     /// Runs A over `records` in batches of `batchA`, then for each cut (a batch index of A) a B that takes
     /// over every partition at A's checkpoint after that batch, in batches of `batchB`; see the class comment.
     func assertTakeovers(_ records: [Bench.SourceRecord], batchA: Int, batchB: Int, minimumOutputs: Int,

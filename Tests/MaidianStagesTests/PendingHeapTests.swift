@@ -17,7 +17,7 @@ final class PendingHeapTests: XCTestCase {
         // Every field derived from the order key, so a payload that came out of the wrong slot is seen.
         let n = Int32(truncatingIfNeeded: seq)
         return PendingEvent(time: time, seq: seq, user: n, idStart: UInt32(bitPattern: n &* 3), role: Role(rawValue: UInt8(seq % 6))!,
-                            page: n &+ 1, element: n &+ 2, event: n &+ 3, rules: n &+ 4, dims: n &+ 5, appVersion: n &+ 6)
+                            page: n &+ 1, element: n &+ 2, event: n &+ 3, rules: n &+ 4, dims: n &+ 5, appVersion: n &+ 6, arrivalLag: n &+ 7)
     }
 
     func assertWhole(_ e: PendingEvent, _ expected: (time: Int64, seq: Int64), file: StaticString = #filePath, line: UInt = #line) {
@@ -82,5 +82,12 @@ final class PendingHeapTests: XCTestCase {
         heap.pop(upTo: .max, into: &left)
         XCTAssertEqual(left.map(\.seq), [7, 6, 5, 4, 3, 2, 1, 0, 50])
         XCTAssertTrue(left.allSatisfy { $0.idStart == 7 })
+    }
+
+    /// The arrival lag lives in what was padding: an event in the heap and a trail entry (20 per install, most
+    /// of an install's state) keep their sizes (bench/README.md, state per open visit).
+    func testEventAndTrailEntryKeepTheirSizes() {
+        XCTAssertEqual(MemoryLayout<PendingEvent>.stride, 56)
+        XCTAssertEqual(MemoryLayout<TrailEntry>.stride, 24)
     }
 }

@@ -92,6 +92,10 @@ struct TrailEntry {
     var event: Int32
     var page: Int32
     var element: Int32
+    /// How far the partition's newest event time was ahead of `time` when the event's record arrived (ms, held
+    /// at `Int32.max`): when it arrived in the partition's clock, which decides whether a takeover re-reads it.
+    /// In what was padding: 24 bytes an entry with or without it.
+    var arrivalLag: Int32
 }
 
 /// What a partition keeps per install (`anonymous_id`, else `distinct_id`: wire format §5): open visits
@@ -136,6 +140,15 @@ struct PendingEvent {
     var rules: Int32
     var dims: Int32
     var appVersion: Int32
+    /// `TrailEntry.arrivalLag` of the event (in what was padding: 56 bytes an event with or without it).
+    var arrivalLag: Int32
+}
+
+/// `TrailEntry.arrivalLag` of an event at `time` whose record arrived when the partition's newest event time
+/// was `newest`.
+@inline(__always) func arrivalLag(time: Int64, newest: Int64) -> Int32 {
+    let lag = saturatingSub(newest, time)
+    return lag <= 0 ? 0 : Int32(clamping: lag)
 }
 
 extension PendingEvent {

@@ -131,7 +131,7 @@ extension WindowsProcessor {
     private func addToTrail(_ st: PartitionWindows, _ u: Int32, _ e: PendingEvent) {
         let length = settings.trailLength
         guard length > 0 else { return }
-        let entry = TrailEntry(time: e.time, event: e.event, page: e.page, element: e.element)
+        let entry = TrailEntry(time: e.time, event: e.event, page: e.page, element: e.element, arrivalLag: e.arrivalLag)
         let count = st.users[Int(u)].trail.count
         if count < length {
             // Grown by doubling up to the trail's length, not past it (a full trail is most users' state).
@@ -239,9 +239,17 @@ final class WindowsEmitter {
         JSONOut.appendRaw(",\"trail\":[", to: &output.bytes)
         var first = true
         let n = user.trail.count, start = Int(user.trailStart)
+        // Entries reach `trail_max_age` back from the crash. For a crash that arrived late (applied at its
+        // record, whose watermark is set meanwhile), also only entries that arrived (in the partition's clock)
+        // at most `trail_max_age` before that watermark: a new owner of the partition rebuilds only the entries
+        // of the input it re-reads (the state horizon, `lateness + trail_max_age` behind the newest time), so
+        // older arrivals, still known to a worker that never stopped, would make its trail differ from the one
+        // a takeover writes (docs/recovery.md §2). A late upload's own earlier events arrived with it.
+        let oldest = saturatingSub(e.time, settings.trailMaxAge)
+        let arrivedSince = st.recordWatermark == .min ? Int64.min : saturatingSub(st.recordWatermark, settings.trailMaxAge)
         for k in 0..<n {
             let t = user.trail[start + k < n ? start + k : start + k - n]
-            guard t.time >= e.time &- settings.trailMaxAge else { continue }
+            guard t.time >= oldest, saturatingAdd(t.time, Int64(t.arrivalLag)) >= arrivedSince else { continue }
             if !first { output.bytes.append(0x2C) }
             first = false
             JSONOut.appendRaw("{\"time\":", to: &output.bytes)

@@ -157,11 +157,11 @@ final class WindowsProcessor {
                     drain(st, upTo: watermark, record: st.ownerRecord, output: &output)
                 }
                 st.recordWatermark = watermark
-                take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: true, output: &output)
+                take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, newest: newest ?? ev.time, late: true, output: &output)
                 st.recordWatermark = .min
                 continue
             }
-            take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, late: false, output: &output)
+            take(v, ev, st, offset: rec.offset, index: i - Int(rec.firstEvent), received: receivedSeconds, newest: newest ?? ev.time, late: false, output: &output)
         }
         st.maxTime = newest
         if hasKey && !recordKeyTaken, let u = st.userByHash.get(recordKey), st.users[Int(u)].lastReceived < receivedSeconds {
@@ -229,8 +229,8 @@ final class WindowsProcessor {
 
     /// Counts one event and queues it for pairing and trails.
     @inline(__always)
-    private func take(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, offset: Int64, index: Int, received: UInt32, late: Bool,
-                      output: inout OutputBuffer) {
+    private func take(_ v: BatchView, _ ev: Event, _ st: PartitionWindows, offset: Int64, index: Int, received: UInt32, newest: Int64,
+                      late: Bool, output: inout OutputBuffer) {
         let (roleNumber, event) = self.role(v, ev)
         if ev.hitCount == 0 && roleNumber < 0 { return }
         let role = roleNumber < 0 ? nil : Role(rawValue: UInt8(roleNumber))
@@ -275,7 +275,8 @@ final class WindowsProcessor {
         if install == recordKey { recordKeyTaken = true }
         let e = PendingEvent(
             time: ev.time, seq: PendingEvent.sequence(offset: offset, index: index), user: u, idStart: st.users[Int(u)].idStart,
-            role: role, page: page, element: element, event: event, rules: rules, dims: visitDims, appVersion: version)
+            role: role, page: page, element: element, event: event, rules: rules, dims: visitDims, appVersion: version,
+            arrivalLag: arrivalLag(time: ev.time, newest: newest))
         if late { apply(e, st, record: st.ownerRecord, output: &output) } else { st.pending.push(e) }
     }
 
