@@ -21,6 +21,30 @@ public final class ProducerTopic {
     deinit { rd_kafka_topic_destroy(rkt) }
 }
 
+/// Message values that librdkafka sends from where they lie instead of copying each one into a message of its
+/// own (`KafkaProducer.produce(_:partition:key:in:range:token:)`): for a worker's outputs, that copy and its
+/// allocation were about an eighth of the worker process's CPU (bench/README.md, issue 16, session 11).
+///
+/// The producer keeps the payload, and with it the bytes, until `release` was called and every message produced
+/// from it has had its delivery report served (or the client is destroyed: its callback context, which holds
+/// the payloads, outlives `rd_kafka_destroy`). Then `onPayloadReleased` hands it back, for its bytes to be reused.
+public final class ProducerPayload {
+    /// The values. A `let`, never mutated while the payload exists: the array's storage does not move, so the
+    /// address taken at `init` stays valid for as long as this object keeps the array alive.
+    public let bytes: [UInt8]
+    let base: UnsafeRawPointer?
+    /// Messages produced from it and not yet reported, plus one for the producer's hold until `release`.
+    var outstanding = 1
+    /// Its place among the producer's live payloads (0: none).
+    var slot = 0
+
+    /// Wraps `bytes`; hand it to one producer only.
+    public init(bytes: [UInt8]) {
+        self.bytes = bytes
+        base = bytes.withUnsafeBytes { $0.baseAddress }
+    }
+}
+
 /// A Kafka producer (idempotent by default).
 ///
 /// Threading: not thread-safe as a Swift object: use it from one thread (typically a worker's sender
@@ -115,6 +139,16 @@ public final class KafkaProducer {
         set { context.onError = newValue }
     }
 
+    /// Called when a payload is released (see `ProducerPayload`), on the thread serving delivery reports, after
+    /// the `onDelivery` of its last message; or from `release` when its messages were all reported already.
+    public var onPayloadReleased: ((ProducerPayload) -> Void)? {
+        get { context.onPayloadReleased }
+        set { context.onPayloadReleased = newValue }
+    }
+
+    /// The largest delivery token: the opaque of a message carries its payload's place in the bits above.
+    public static let maxToken: UInt64 = (1 << 48) - 1
+
     /// The handle of topic `name` (created once, then cached).
     public func topic(_ name: String) throws -> ProducerTopic {
         if let topic = topics[name] { return topic }
@@ -137,14 +171,23 @@ public final class KafkaProducer {
         value: UnsafeRawBufferPointer,
         token: UInt64
     ) throws {
+        precondition(token <= Self.maxToken, "a token fits in 48 bits")
         let payload = value.baseAddress.map { UnsafeMutableRawPointer(mutating: $0) } ?? emptyPayload
+        try enqueue(topic, partition: partition, flags: RD_KAFKA_MSG_F_COPY, value: payload, count: value.count, key: key, opaque: token)
+    }
+
+    /// `rd_kafka_produce`, polling while the queue is full. The opaque travels as the message opaque's bit
+    /// pattern: no per-message boxing.
+    private func enqueue(
+        _ topic: ProducerTopic, partition: Int32?, flags: Int32, value: UnsafeMutableRawPointer, count: Int,
+        key: UnsafeRawBufferPointer, opaque: UInt64
+    ) throws {
         let keyPointer = key.isEmpty ? nil : key.baseAddress
-        // The token travels as the message opaque's bit pattern: no per-message boxing.
-        let opaque = UnsafeMutableRawPointer(bitPattern: UInt(token))
+        let opaquePointer = UnsafeMutableRawPointer(bitPattern: UInt(opaque))
         while true {
             let rc = rd_kafka_produce(
-                topic.rkt, partition ?? RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY,
-                payload, value.count, keyPointer, key.isEmpty ? 0 : key.count, opaque
+                topic.rkt, partition ?? RD_KAFKA_PARTITION_UA, flags,
+                value, count, keyPointer, key.isEmpty ? 0 : key.count, opaquePointer
             )
             if rc == 0 { return }
             let err = rd_kafka_last_error()
@@ -153,6 +196,39 @@ public final class KafkaProducer {
             }
             rd_kafka_poll(handle.rk, 10)
         }
+    }
+
+    /// Enqueues a message whose value is `payload.bytes[range]`, sent from there without a copy (the key is
+    /// copied); `token` (at most `maxToken`) comes back in `onDelivery`. Call `release(payload)` once every
+    /// message of it is produced. When the producer already holds 65,535 payloads, the value is copied instead.
+    ///
+    /// Blocks while the queue is full: call from a dedicated thread.
+    public func produce(
+        _ topic: ProducerTopic,
+        partition: Int32? = nil,
+        key: UnsafeRawBufferPointer,
+        in payload: ProducerPayload,
+        range: Range<Int>,
+        token: UInt64
+    ) throws {
+        precondition(token <= Self.maxToken, "a token fits in 48 bits")
+        precondition(range.lowerBound >= 0 && range.upperBound <= payload.bytes.count, "the value lies in the payload")
+        if payload.slot == 0 && !context.hold(payload) {
+            try payload.bytes.withUnsafeBytes { bytes in
+                try produce(topic, partition: partition, key: key, value: UnsafeRawBufferPointer(rebasing: bytes[range]), token: token)
+            }
+            return
+        }
+        let value = range.isEmpty ? UnsafeRawPointer(emptyPayload) : payload.base! + range.lowerBound
+        try enqueue(topic, partition: partition, flags: 0, value: UnsafeMutableRawPointer(mutating: value), count: range.count,
+                    key: key, opaque: UInt64(payload.slot) << 48 | token)
+        payload.outstanding += 1
+    }
+
+    /// Ends producing from `payload`: it is released (`onPayloadReleased`) once its messages are all reported,
+    /// which may be at once.
+    public func release(_ payload: ProducerPayload) {
+        context.payloadDone(payload)
     }
 
     /// Enqueues a message with optional headers and timestamp (ms); copies everything. For tests and
@@ -172,6 +248,7 @@ public final class KafkaProducer {
         timestamp: Int64? = nil,
         token: UInt64
     ) throws {
+        precondition(token <= Self.maxToken, "a token fits in 48 bits")
         let topic = try self.topic(topicName)
         var headerList: OpaquePointer?
         if !headers.isEmpty {
@@ -292,6 +369,44 @@ public final class KafkaProducer {
 final class ProducerContext: ClientContext {
     var onDelivery: ((UInt64, KafkaError?) -> Void)?
     var onRefused: ((UInt64, KafkaError, String, UnsafeRawBufferPointer) -> Void)?
+    var onPayloadReleased: ((ProducerPayload) -> Void)?
+    /// Payloads held by their slot (a message's opaque carries the slot above its token); slot 0 is "none".
+    /// Here rather than in the producer: this context is released only after `rd_kafka_destroy` returned, so
+    /// bytes librdkafka may still read stay alive until it is gone.
+    private var payloads: [ProducerPayload?] = [nil]
+    private var freeSlots: [Int] = []
+
+    /// Gives `payload` a slot; false when every slot is taken (its values are then copied).
+    func hold(_ payload: ProducerPayload) -> Bool {
+        if let slot = freeSlots.popLast() {
+            payloads[slot] = payload
+            payload.slot = slot
+        } else if payloads.count <= 0xFFFF {
+            payload.slot = payloads.count
+            payloads.append(payload)
+        } else {
+            return false
+        }
+        return true
+    }
+
+    /// One of the payload's holds is over (a message reported, or the producer's until `release`).
+    func payloadDone(_ payload: ProducerPayload) {
+        payload.outstanding -= 1
+        guard payload.outstanding == 0 else { return }
+        if payload.slot != 0 {
+            payloads[payload.slot] = nil
+            freeSlots.append(payload.slot)
+            payload.slot = 0
+        }
+        onPayloadReleased?(payload)
+    }
+
+    /// The message with this slot was reported.
+    func reported(slot: Int) {
+        guard slot > 0, slot < payloads.count, let payload = payloads[slot] else { return }
+        payloadDone(payload)
+    }
 
     func deliveryFailed(token: UInt64, message: UnsafePointer<rd_kafka_message_t>) {
         let m = message.pointee
@@ -315,10 +430,13 @@ private func producerDeliveryCallback(
     guard let message, let opaque else { return }
     // Unretained: the opaque is the producer's context, alive until after rd_kafka_destroy (see KafkaClientHandle).
     let context = Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue()
-    let token = UInt64(UInt(bitPattern: message.pointee._private))
+    let opaqueBits = UInt64(UInt(bitPattern: message.pointee._private))
+    let token = opaqueBits & KafkaProducer.maxToken
     if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
         context.onDelivery?(token, nil)
     } else {
         context.deliveryFailed(token: token, message: message)
     }
+    // After the report: `onRefused` may still read the value in the payload.
+    context.reported(slot: Int(opaqueBits >> 48))
 }

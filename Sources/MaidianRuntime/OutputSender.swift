@@ -5,9 +5,10 @@ import MaidianKafka
 import MaidianPipeline
 
 /// Hands a worker's outputs to librdkafka and serves their delivery reports on a thread of its own, so that
-/// the worker thread polls, decodes and runs the stages while the producing (a copy and a partitioner call per
-/// output) and the delivery reports (a callback and a free per output) happen beside it: on a machine with a
-/// core to spare that was a fifth of the worker thread's CPU time (bench/README.md, issue 16).
+/// the worker thread polls, decodes and runs the stages while the producing (a partitioner call per output)
+/// and the delivery reports (a callback per output) happen beside it: on a machine with a core to spare that
+/// was a fifth of the worker thread's CPU time (bench/README.md, issue 16). Values are not copied into
+/// librdkafka: a job's bytes become a `ProducerPayload` that librdkafka reads until they are delivered.
 ///
 /// The worker registers a batch's records with the `OffsetTracker` first (`withLedger`), then `send`s the
 /// batch's serialized outputs: their arrays move to the sender (the worker gets recycled ones back), which
@@ -71,6 +72,9 @@ final class OutputSender: @unchecked Sendable {
     /// Sender thread only: topic handles by name, the tokens of successful delivery reports not yet counted.
     private var handles: [String: ProducerTopic] = [:]
     private var delivered: [UInt64] = []
+    /// Sender thread only: byte arrays of released payloads, for jobs going back to the worker (outputs are
+    /// sent from a job's bytes without a copy, so the bytes stay with librdkafka until they are delivered).
+    private var releasedBytes: [[UInt8]] = []
 
     /// - Parameter dropped: counts outputs not produced at all (refused for good and not dead-lettered).
     init(producer: KafkaProducer, dropped: StageCounter, maxQueued: Int = 4, logger: Logger) {
@@ -95,6 +99,10 @@ final class OutputSender: @unchecked Sendable {
                     tracker.delivered(token: token, error: "\(error)")
                 }
             }
+        }
+        producer.onPayloadReleased = { [unowned self] payload in
+            // A few arrays kept for reuse: the worker's batches of outputs have similar sizes.
+            if releasedBytes.count < 2 * maxQueued + 2 { releasedBytes.append(payload.bytes) }
         }
         producer.onRefused = { [unowned self] token, error, topic, value in
             ledgerLock.withLock {
@@ -234,10 +242,15 @@ final class OutputSender: @unchecked Sendable {
                 condition.unlock()
                 continue
             }
-            if !failedBefore { produce(job) }
+            if !failedBefore { produce(&job) }
             // Serves the reports already in, so that they do not wait for the next idle poll.
             producer.poll(timeout: .zero)
             countDelivered()
+            if job.bytes.isEmpty, var reuse = releasedBytes.popLast() {
+                // The job's own bytes went to librdkafka: give the worker an array it let go of.
+                reuse.removeAll(keepingCapacity: true)
+                job.bytes = reuse
+            }
             job.bytes.removeAll(keepingCapacity: true)
             job.messages.removeAll(keepingCapacity: true)
             job.tokens.removeAll(keepingCapacity: true)
@@ -260,8 +273,10 @@ final class OutputSender: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Produces a job's outputs; the first produce error other than a permanent refusal of one output stops it.
-    private func produce(_ job: Job) {
+    /// Produces a job's outputs from its bytes, which move into a payload that librdkafka reads the values from
+    /// until they are delivered (`job.bytes` comes back empty); the first produce error other than a permanent
+    /// refusal of one output stops it.
+    private func produce(_ job: inout Job) {
         var topicHandles: [ProducerTopic] = []
         do {
             topicHandles.reserveCapacity(job.topics.count)
@@ -278,14 +293,17 @@ final class OutputSender: @unchecked Sendable {
             recordFailure(error)
             return
         }
-        job.bytes.withUnsafeBytes { bytes in
+        let payload = ProducerPayload(bytes: job.bytes)
+        job.bytes = []  // the payload's array is now the only reference: it is never copied on a write
+        defer { producer.release(payload) }
+        payload.bytes.withUnsafeBytes { bytes in
             for (i, m) in job.messages.enumerated() {
                 let token = job.tokens[i]
                 if token == OutputSender.skip { continue }
                 let key = m.key.isPresent ? UnsafeRawBufferPointer(rebasing: bytes[Int(m.key.start)..<Int(m.key.end)]) : UnsafeRawBufferPointer(start: nil, count: 0)
-                let value = UnsafeRawBufferPointer(rebasing: bytes[Int(m.value.start)..<Int(m.value.end)])
                 do {
-                    try producer.produce(topicHandles[Int(m.topic)], partition: m.partition >= 0 ? m.partition : nil, key: key, value: value, token: token)
+                    try producer.produce(topicHandles[Int(m.topic)], partition: m.partition >= 0 ? m.partition : nil, key: key,
+                                         in: payload, range: Int(m.value.start)..<Int(m.value.end), token: token)
                 } catch let e as KafkaError {
                     if e.isPermanentForMessage {
                         ledgerLock.withLock {

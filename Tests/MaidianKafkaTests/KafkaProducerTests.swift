@@ -37,6 +37,91 @@ final class KafkaProducerTests: XCTestCase {
         XCTAssertEqual(try producer.partitionCount(topic: topicName, timeout: .seconds(5)), 4)
     }
 
+    /// Values sent from a payload (no copy) arrive intact, each reported once; the payload is handed back once,
+    /// after the last report and only after `release`.
+    func testValuesSentFromAPayloadArriveAndThePayloadIsReleasedAfterTheLastReport() throws {
+        let logger = KafkaTestSupport.logger("producer-payload-test")
+        let broker = try EmbeddedBroker(logger: logger)
+        let topicName = KafkaTestSupport.uniqueName("payload")
+        try broker.createTopic(topicName, partitions: 3)
+        let producer = try KafkaProducer(config: KafkaTestSupport.producerConfig(broker), logger: logger)
+
+        // Three payloads of 300 values each, some empty; tokens near the largest allowed.
+        let base = KafkaProducer.maxToken - 1000
+        var expected: [UInt64: String] = [:]
+        var reports: [UInt64: Int] = [:]
+        var failures: [KafkaError] = []
+        var released: [ObjectIdentifier] = []
+        var reportsAtRelease: [Int] = []
+        producer.onDelivery = { token, error in
+            if let error { failures.append(error) }
+            reports[token, default: 0] += 1
+        }
+        producer.onPayloadReleased = { payload in
+            released.append(ObjectIdentifier(payload))
+            reportsAtRelease.append(reports.values.reduce(0, +))
+        }
+        let topic = try producer.topic(topicName)
+        var payloads: [ProducerPayload] = []
+        for p in 0..<3 {
+            var bytes: [UInt8] = []
+            var ranges: [(Range<Int>, UInt64)] = []
+            for i in 0..<300 {
+                let token = base + UInt64(p * 300 + i)
+                let text = i % 50 == 7 ? "" : "{\"p\":\(p),\"i\":\(i)," + String(repeating: "x", count: i * 7) + "}"
+                let start = bytes.count
+                bytes += Array(text.utf8)
+                ranges.append((start..<bytes.count, token))
+                expected[token] = text
+            }
+            let payload = ProducerPayload(bytes: bytes)
+            bytes = []
+            for (range, token) in ranges {
+                let key = Array("k\(token % 17)".utf8)
+                try key.withUnsafeBytes { try producer.produce(topic, key: $0, in: payload, range: range, token: token) }
+            }
+            payloads.append(payload)
+        }
+        // Reports may all be in by now: still nothing is released before `release`.
+        try producer.flush(timeout: .seconds(20))
+        XCTAssertEqual(reports.values.reduce(0, +), 900)
+        XCTAssertTrue(released.isEmpty, "released before release()")
+        producer.release(payloads[0])
+        XCTAssertEqual(released, [ObjectIdentifier(payloads[0])], "released at once when every report is in")
+
+        // A payload released before its reports is handed back after the last one; meanwhile the producer is
+        // all that keeps it (and the bytes librdkafka reads) alive.
+        do {
+            var late: [UInt8] = Array("abc".utf8)
+            late += Array("defgh".utf8)
+            let payload = ProducerPayload(bytes: late)
+            late = []
+            try producer.produce(topic, key: UnsafeRawBufferPointer(start: nil, count: 0), in: payload, range: 0..<3, token: 5)
+            try producer.produce(topic, key: UnsafeRawBufferPointer(start: nil, count: 0), in: payload, range: 3..<8, token: 6)
+            producer.release(payload)
+        }
+        expected[5] = "abc"
+        expected[6] = "defgh"
+        XCTAssertEqual(released.count, 1, "not before its reports")
+        try producer.flush(timeout: .seconds(20))
+        XCTAssertEqual(released.count, 2)
+        XCTAssertEqual(reportsAtRelease.last, 902, "after its last report")
+        producer.release(payloads[1])
+        producer.release(payloads[2])
+        XCTAssertEqual(released.count, 4)
+        XCTAssertEqual(failures.count, 0, "\(failures.prefix(3))")
+        XCTAssertEqual(reports.count, 902)
+        XCTAssertTrue(reports.values.allSatisfy { $0 == 1 }, "each token reported exactly once")
+        payloads.removeAll()
+
+        // What the broker holds.
+        let consumer = try KafkaConsumer(config: KafkaTestSupport.standaloneConfig(broker), logger: logger)
+        try consumer.assign(Dictionary(uniqueKeysWithValues: (0..<3).map { (TopicPartition(topic: topicName, partition: Int32($0)), Int64(0)) }))
+        var got: [String] = []
+        try KafkaTestSupport.poll(consumer, for: .seconds(30), until: { got.count == expected.count }) { got.append($0.value.string) }
+        XCTAssertEqual(got.sorted(), expected.values.sorted())
+    }
+
     func testNonRetriableProduceErrorReachesOnDelivery() throws {
         let logger = KafkaTestSupport.logger("producer-failure-test")
         let broker = try EmbeddedBroker(logger: logger)
@@ -145,3 +230,4 @@ final class KafkaProducerTests: XCTestCase {
         XCTAssertFalse(KafkaError(.delivery, "x").isPermanentForMessage)
     }
 }
+
