@@ -176,6 +176,8 @@ public final class WindowsStage: Stage, Repartitioning {
     let settings: WindowsSettings
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
+    /// How many times `compactTexts` ran (tests).
+    var textCompactions = 0
     var held: [Int32] = []
     /// The interned texts, dims, combos and record heads (see `WindowsCatalog`).
     let catalog: WindowsCatalog
@@ -243,6 +245,25 @@ public final class WindowsStage: Stage, Repartitioning {
     public func process(_ batch: inout EventBatch, output: inout OutputBuffer) throws {
         emitter.wire(&output)
         processor.process(&batch, output: &output) { state($0) }
+        if catalog.textsToCompact { compactTexts() }
+    }
+
+    /// Page names and click identifiers are numbered once and kept: with element contents that rarely repeat
+    /// (order numbers, names) or page URLs with query strings, or uploads crafted that way, they grew without
+    /// bound (about 450 bytes of memory per distinct click identifier). Between batches, once they doubled since
+    /// the last time, only those the state still refers to are kept and renumbered. Outputs are unchanged: they
+    /// are written from the texts, not their numbers.
+    func compactTexts() {
+        var pages = [Bool](repeating: false, count: catalog.pagesText.count)
+        var elements = [Bool](repeating: false, count: catalog.elementsText.count)
+        for st in partitions.values { st.markTexts(pages: &pages, elements: &elements) }
+        let before = (catalog.pagesText.count, catalog.elementsText.count)
+        let (pageNumbers, elementNumbers) = catalog.compactTexts(pages: pages, elements: elements)
+        for st in partitions.values { st.renumberTexts(pages: pageNumbers, elements: elementNumbers) }
+        processor.recentPaths.forget()
+        textCompactions += 1
+        logger.debug("windows: page and element texts compacted", metadata: [
+            "pages": "\(before.0) -> \(catalog.pagesText.count)", "elements": "\(before.1) -> \(catalog.elementsText.count)"])
     }
 
     /// End of a bounded run: every held partition's visits, windows and a final progress.

@@ -964,4 +964,55 @@ extension WindowsStageTests {
         try h.finish()
         try assertRecovers(records, config: c, batch: 4, replayBatch: 3)
     }
+
+    /// Pages and click identifiers that never repeat (order numbers in contents, a page per product) are kept only
+    /// while the state refers to them: a stage that compacts them after every few dozen writes exactly what one that
+    /// never compacts writes (trails with those clicks, visits of those pages, counts), and keeps far fewer texts.
+    func testCompactingPageAndElementTextsChangesNoOutput() throws {
+        let kept = try WindowsHarness()
+        let compacted = try WindowsHarness()
+        compacted.stage.catalog.textCompactionFloor = 32
+        compacted.stage.catalog.compactTextsAt = 32
+        let users = ["u1", "u2", "u3", "u4"]
+        for b in 0..<150 {
+            let t = Int64(b) * 60_000
+            var batch: [[String]] = []
+            for (k, u) in users.enumerated() {
+                let at = t + Int64(k) * 1000
+                let page = "Product\(b % 40)"
+                var events: [String] = []
+                events.append(Ev.enter(u, page, at))
+                events.append(Ev.click(u, page, at + 100, content: "order-\(b)-\(k)"))
+                events.append(Ev.cell(u, "HomeViewController", at + 200, position: "1-\(b % 7)", content: "item \(b)"))
+                if (b + k) % 3 == 0 { events.append(Ev.leave(u, page, at + 300)) }
+                if (b + 2 * k) % 11 == 0 { events.append(Ev.crash(u, at + 400, version: "v\(b)")) }
+                batch.append(events)
+            }
+            // Every fifth batch also brings a late upload of u4's, an hour behind: late events are paired at once.
+            if b % 5 == 4 && b > 60 {
+                let late = t - 3_600_000
+                var events: [String] = []
+                events.append(Ev.enter("u4", "Late\(b)", late))
+                events.append(Ev.click("u4", "Late\(b)", late + 10, content: "late \(b)"))
+                events.append(Ev.crash("u4", late + 20))
+                batch.append(events)
+            }
+            try kept.run(batch)
+            try compacted.run(batch)
+        }
+        try kept.finish()
+        try compacted.finish()
+
+        func texts(_ h: WindowsHarness) -> [String] { h.outputs.map { "\($0.topic) \($0.key) \(String(decoding: $0.content.value, as: UTF8.self))" } }
+        XCTAssertEqual(texts(compacted), texts(kept))
+        XCTAssertEqual(compacted.countsWritten.map(\.key), kept.countsWritten.map(\.key))
+        XCTAssertEqual(compacted.countsWritten.map { $0.content.value }, kept.countsWritten.map { $0.content.value })
+        XCTAssertGreaterThan(kept.trails.count, 20)
+        XCTAssertTrue(kept.trails.contains { ($0["trail"] as? [[String: Any]])?.contains { ($0["element"] as? String)?.contains("order-") == true } == true })
+        XCTAssertGreaterThan(compacted.stage.textCompactions, 3)
+        XCTAssertEqual(kept.stage.textCompactions, 0)
+        let keptTexts = kept.stage.catalog.elementsText.count + kept.stage.catalog.pagesText.count
+        let compactedTexts = compacted.stage.catalog.elementsText.count + compacted.stage.catalog.pagesText.count
+        XCTAssertLessThan(compactedTexts * 3, keptTexts, "compacted \(compactedTexts), kept \(keptTexts)")
+    }
 }

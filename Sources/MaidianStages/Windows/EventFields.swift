@@ -41,6 +41,17 @@ struct Interner {
         let s = spans[Int(i)]
         return storage[s.start..<(s.start + s.count)]
     }
+
+    /// The texts `keep` marks (by number) in a new interner, numbered in their old order, and each old number's
+    /// new one (-1 for a text left out).
+    func compacted(keeping keep: [Bool]) -> (interner: Interner, numbers: [Int32]) {
+        var new = Interner()
+        var numbers = [Int32](repeating: -1, count: count)
+        for i in 0..<count where i < keep.count && keep[i] {
+            numbers[i] = new.intern(Array(self[Int32(i)]))
+        }
+        return (new, numbers)
+    }
 }
 
 /// The numbers of the last two texts interned through it, remembered by their bytes as stored: equal stored
@@ -69,6 +80,11 @@ struct RecentTexts {
         raw.append(to: &bytes0)
         numbers = (n, numbers.0)
         return n
+    }
+
+    /// Forgets the texts remembered (their interner was replaced).
+    mutating func forget() {
+        numbers = (-1, -1)
     }
 }
 

@@ -40,6 +40,35 @@ final class WindowsCatalog {
     /// Per `pagesText` number: whether the page is ignored (filled on demand).
     @exclusivity(unchecked) var pageIgnored: [Bool] = []
 
+    /// Page and element texts (together) below which `compactTexts` never runs: 65,536, about 15 MB of click
+    /// identifiers of the sample's kind. A variable for tests.
+    @exclusivity(unchecked) var textCompactionFloor = 1 << 16
+    /// Page and element texts (together) at which `compactTexts` runs next.
+    @exclusivity(unchecked) var compactTextsAt = 1 << 16
+
+    /// Whether pages and element identifiers have grown enough since the last compaction to compact them.
+    var textsToCompact: Bool { pagesText.count + elementsText.count >= compactTextsAt }
+
+    /// Keeps only the page texts (pages and app versions) and element identifiers `pages` and `elements` mark
+    /// (by number), and returns each old number's new one (-1: left out). The memos keyed by those numbers
+    /// (element paths and keys, visit heads, ignored pages) start over. The next compaction comes when the texts
+    /// have doubled since this one, so its cost stays proportional to what was added.
+    func compactTexts(pages: [Bool], elements: [Bool]) -> (pages: [Int32], elements: [Int32]) {
+        let (newPages, pageNumbers) = pagesText.compacted(keeping: pages)
+        let (newElements, elementNumbers) = elementsText.compacted(keeping: elements)
+        pagesText = newPages
+        elementsText = newElements
+        elementPaths = Interner()
+        elementKeys = Interner()
+        elementOfKey = []
+        visitHeads = HashTable64(capacity: 64)
+        visitHeadBytes = []
+        visitHeadSpans = []
+        pageIgnored = []
+        compactTextsAt = max(textCompactionFloor, 2 * (pagesText.count + elementsText.count))
+        return (pageNumbers, elementNumbers)
+    }
+
     /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
     @inline(__always)
     func isIgnored(page: Int32) -> Bool {
