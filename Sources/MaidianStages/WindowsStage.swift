@@ -176,8 +176,8 @@ public final class WindowsStage: Stage, Repartitioning {
     let settings: WindowsSettings
 
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
-    /// How many times `compactTexts` ran (tests).
-    var textCompactions = 0
+    /// How many times `compactTexts` ran (`windows_text_compactions_total`).
+    let textCompactions: StageCounter
     var held: [Int32] = []
     /// The interned texts, dims, combos and record heads (see `WindowsCatalog`).
     let catalog: WindowsCatalog
@@ -200,6 +200,7 @@ public final class WindowsStage: Stage, Repartitioning {
             eventNames: names,
             ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
         let late = context.counter("late"), tooLate = context.counter("too_late"), orphans = context.counter("orphan_leaves")
+        textCompactions = context.counter("text_compactions")
         emitter = WindowsEmitter(catalog: catalog, settings: settings, config: config, context: context)
         clock = context.clock
         processor = WindowsProcessor(catalog: catalog, settings: settings, emitter: emitter, late: late, tooLate: tooLate, orphans: orphans,
@@ -261,7 +262,7 @@ public final class WindowsStage: Stage, Repartitioning {
         let (pageNumbers, elementNumbers) = catalog.compactTexts(pages: pages, elements: elements)
         for st in partitions.values { st.renumberTexts(pages: pageNumbers, elements: elementNumbers) }
         processor.recentPaths.forget()
-        textCompactions += 1
+        textCompactions.add()
         logger.debug("windows: page and element texts compacted", metadata: [
             "pages": "\(before.0) -> \(catalog.pagesText.count)", "elements": "\(before.1) -> \(catalog.elementsText.count)"])
     }

@@ -1009,8 +1009,8 @@ extension WindowsStageTests {
         XCTAssertEqual(compacted.countsWritten.map { $0.content.value }, kept.countsWritten.map { $0.content.value })
         XCTAssertGreaterThan(kept.trails.count, 20)
         XCTAssertTrue(kept.trails.contains { ($0["trail"] as? [[String: Any]])?.contains { ($0["element"] as? String)?.contains("order-") == true } == true })
-        XCTAssertGreaterThan(compacted.stage.textCompactions, 3)
-        XCTAssertEqual(kept.stage.textCompactions, 0)
+        XCTAssertGreaterThan(compacted.stage.textCompactions.value, 3)
+        XCTAssertEqual(kept.stage.textCompactions.value, 0)
         let keptTexts = kept.stage.catalog.elementsText.count + kept.stage.catalog.pagesText.count
         let compactedTexts = compacted.stage.catalog.elementsText.count + compacted.stage.catalog.pagesText.count
         XCTAssertLessThan(compactedTexts * 3, keptTexts, "compacted \(compactedTexts), kept \(keptTexts)")
