@@ -80,8 +80,8 @@ final class CheckpointReplayTests: XCTestCase {
 
     /// A crash that arrives late takes no trail entry older than `trail_max_age` before its record's watermark:
     /// an older one (here the page view at t) lies before the replay point, so a worker that took the partition
-    /// over would not know it while one that never stopped would (the chaos test on `sample-v2` once wrote such
-    /// a second, shorter trail). The install is still known when the crash comes (its click at t + 3 min).
+    /// over would not know it while one that never stopped would, and the two would write different trails. The
+    /// install is still known when the crash comes (its click at t + 3 min).
     func testLateCrashTrailReachesOnlyWhatATakeoverRebuilds() throws {
         let t: Int64 = 1_763_700_000_000
         let m: Int64 = 60_000
