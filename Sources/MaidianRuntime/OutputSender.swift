@@ -246,11 +246,8 @@ final class OutputSender: @unchecked Sendable {
             // Serves the reports already in, so that they do not wait for the next idle poll.
             producer.poll(timeout: .zero)
             countDelivered()
-            if job.bytes.isEmpty, var reuse = releasedBytes.popLast() {
-                // The job's own bytes went to librdkafka: give the worker an array it let go of.
-                reuse.removeAll(keepingCapacity: true)
-                job.bytes = reuse
-            }
+            // The job's own bytes went to librdkafka: give the worker an array it let go of.
+            if job.bytes.isEmpty, let reuse = releasedBytes.popLast() { job.bytes = reuse }
             job.bytes.removeAll(keepingCapacity: true)
             job.messages.removeAll(keepingCapacity: true)
             job.tokens.removeAll(keepingCapacity: true)

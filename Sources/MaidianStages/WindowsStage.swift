@@ -257,10 +257,19 @@ public final class WindowsStage: Stage, Repartitioning {
     func compactTexts() {
         var pages = [Bool](repeating: false, count: catalog.pagesText.count)
         var elements = [Bool](repeating: false, count: catalog.elementsText.count)
-        for st in partitions.values { st.markTexts(pages: &pages, elements: &elements) }
+        for st in partitions.values {
+            st.updateTextNumbers { n, isElement in
+                guard n >= 0 else { return }
+                if isElement { elements[Int(n)] = true } else { pages[Int(n)] = true }
+            }
+        }
         let before = (catalog.pagesText.count, catalog.elementsText.count)
         let (pageNumbers, elementNumbers) = catalog.compactTexts(pages: pages, elements: elements)
-        for st in partitions.values { st.renumberTexts(pages: pageNumbers, elements: elementNumbers) }
+        for st in partitions.values {
+            st.updateTextNumbers { n, isElement in
+                if n >= 0 { n = isElement ? elementNumbers[Int(n)] : pageNumbers[Int(n)] }
+            }
+        }
         processor.recentPaths.forget()
         textCompactions.add()
         logger.debug("windows: page and element texts compacted", metadata: [

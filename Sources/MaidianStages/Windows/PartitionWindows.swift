@@ -533,38 +533,21 @@ final class PartitionWindows {
         return out
     }
 
-    /// Marks the page texts (pages, app versions) and element identifiers this partition's state refers to:
-    /// open visits, trails and the events waiting to be paired (`WindowsCatalog.compactTexts`).
-    func markTexts(pages: inout [Bool], elements: inout [Bool]) {
-        func mark(_ n: Int32, _ marks: inout [Bool]) { if n >= 0 { marks[Int(n)] = true } }
+    /// Calls `body` with each page-text number (a page or an app version; `isElement` false) and each element-
+    /// identifier number (`isElement` true) the state holds: open visits, trails and the events waiting to be
+    /// paired. `WindowsStage.compactTexts` marks them with it, then renumbers them.
+    func updateTextNumbers(_ body: (_ number: inout Int32, _ isElement: Bool) -> Void) {
         for u in liveUsers {
-            for v in users[Int(u)].visits { mark(v.page, &pages) }
-            for t in users[Int(u)].trail {
-                mark(t.page, &pages)
-                mark(t.element, &elements)
-            }
-        }
-        pending.update { e in
-            mark(e.page, &pages)
-            mark(e.appVersion, &pages)
-            mark(e.element, &elements)
-        }
-    }
-
-    /// Renumbers what `markTexts` marked with the compacted numbers.
-    func renumberTexts(pages: [Int32], elements: [Int32]) {
-        func new(_ n: Int32, _ numbers: [Int32]) -> Int32 { n >= 0 ? numbers[Int(n)] : n }
-        for u in liveUsers {
-            for k in users[Int(u)].visits.indices { users[Int(u)].visits[k].page = new(users[Int(u)].visits[k].page, pages) }
+            for k in users[Int(u)].visits.indices { body(&users[Int(u)].visits[k].page, false) }
             for k in users[Int(u)].trail.indices {
-                users[Int(u)].trail[k].page = new(users[Int(u)].trail[k].page, pages)
-                users[Int(u)].trail[k].element = new(users[Int(u)].trail[k].element, elements)
+                body(&users[Int(u)].trail[k].page, false)
+                body(&users[Int(u)].trail[k].element, true)
             }
         }
         pending.update { e in
-            e.page = new(e.page, pages)
-            e.appVersion = new(e.appVersion, pages)
-            e.element = new(e.element, elements)
+            body(&e.page, false)
+            body(&e.appVersion, false)
+            body(&e.element, true)
         }
     }
 
