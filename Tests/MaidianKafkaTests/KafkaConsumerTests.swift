@@ -163,8 +163,7 @@ final class KafkaConsumerTests: XCTestCase {
         XCTAssertEqual(try second.assignment().count, 2)
         XCTAssertEqual(values.count, 40)
         XCTAssertTrue(assignmentAtEvents.first?.hasSuffix(": 0") ?? false, "\(assignmentAtEvents)")
-        try first.close()
-        try second.close()
+        KafkaTestSupport.closeTogether([first, second])
         return (firstEvents, secondEvents)
     }
 

@@ -40,6 +40,26 @@ enum KafkaTestSupport {
         ["bootstrap.servers": broker.bootstrapServers].merging(extra) { _, new in new }
     }
 
+    /// Closes group members at once, each on a thread of its own as each worker would. One at a time, a member's
+    /// close can wait for a rebalance round that needs the others, which nobody polls meanwhile: a cooperative
+    /// close hung a CI run. A close still running at the deadline fails the test (and its thread is left).
+    static func closeTogether(_ consumers: [KafkaConsumer], within limit: TimeInterval = 60, file: StaticString = #filePath, line: UInt = #line) {
+        let done = DispatchSemaphore(value: 0)
+        for (i, consumer) in consumers.enumerated() {
+            // The test thread does not touch the consumer until the semaphore says the close returned.
+            nonisolated(unsafe) let c = consumer
+            Thread {
+                do { try c.close() } catch { XCTFail("member \(i): \(error)", file: file, line: line) }
+                done.signal()
+            }.start()
+        }
+        let deadline = DispatchTime.now() + limit
+        for k in consumers.indices where done.wait(timeout: deadline) == .timedOut {
+            XCTFail("\(consumers.count - k) of \(consumers.count) members did not close within \(Int(limit)) s", file: file, line: line)
+            return
+        }
+    }
+
     /// Polls `consumer` until `done()` or the deadline; returns whether `done()` became true.
     @discardableResult
     static func poll(

@@ -99,12 +99,45 @@ final class CheckpointReplayTests: XCTestCase {
         try assertTakeovers(records, batchA: 1, batchB: 1, minimumOutputs: 1) { _ in [2] }
     }
 
+    /// An install whose only events came late keeps its trail for a crash that comes late after them, wherever
+    /// batches end. Its events are old in event time, so the install was forgotten at the next minute's sweep;
+    /// a takeover's re-read ends where the replay does and sweeps there, the first time in its run, while the
+    /// worker that never stopped had swept before the late uploads and wrote the clicks on the crash's trail
+    /// (the chaos test's flake on sample-v2: a takeover at the crash's record wrote a shorter trail).
+    func testLateUploadsKeepTheirInstallForALateCrashWhereverBatchesEnd() throws {
+        let t: Int64 = 1_763_700_000_000
+        let m: Int64 = 60_000
+        func record(_ offset: Int64, _ user: String, _ events: [(String, Int64)], received: Int64) -> Bench.SourceRecord {
+            let list = events.enumerated().map { i, e in
+                #"{"type":"track","event":"\#(e.0)","time":\#(e.1),"distinct_id":"\#(user)","_track_id":\#(offset * 10 + Int64(i)),"properties":{"$screen_name":"HomeViewController","$app_version":"3.2.1","$element_path":"UIButton[\#(i)]"}}"#
+            }
+            let json = "[" + list.joined(separator: ",") + "]"
+            return Bench.SourceRecord(partition: 0, offset: offset, timestamp: received, key: Array(user.utf8), value: Array(json.utf8),
+                                      ip: nil, receivedAt: nil, ua: nil, project: nil)
+        }
+        let records = [
+            record(0, "u2", [("$AppClick", t)], received: t),
+            record(1, "u2", [("$AppClick", t + 20 * m)], received: t + 20 * m),  // a sweep at minute 19
+            record(2, "u1", [("$AppClick", t + 1 * m), ("$AppClick", t + 2 * m)], received: t + 20 * m + 10_000),
+            record(3, "u1", [("$AppCrashed", t + 3 * m)], received: t + 20 * m + 11_000),
+        ]
+        // The trail holds both late clicks: the outputs compared are not all empty.
+        let e = try Self.engine(try Self.spec())
+        var trails: [String] = []
+        try Self.run(e, records, batchSize: 1) { batch, output in
+            trails += Self.outputs(batch, output).filter { $0.topic == "crash.trails" }.map { String(decoding: $0.value, as: UTF8.self) }
+        }
+        XCTAssertEqual(trails.count, 1)
+        XCTAssertEqual(trails.first?.components(separatedBy: "$AppClick").count, 3, "\(trails)")
+        try assertTakeovers(records, batchA: 1, batchB: 4, minimumOutputs: 1) { _ in [2] }
+    }
+
     /// Runs A over `records` in batches of `batchA`, then for each cut (a batch index of A) a B that takes
     /// over every partition at A's checkpoint after that batch, in batches of `batchB`; see the class comment.
     func assertTakeovers(_ records: [Bench.SourceRecord], batchA: Int, batchB: Int, minimumOutputs: Int,
-                         ignoring: (Out) -> Bool = { _ in false },
+                         ignoring: (Out) -> Bool = { _ in false }, spec given: PipelineSpec? = nil,
                          cuts: (Int) -> [Int], file: StaticString = #filePath, line: UInt = #line) throws {
-        let spec = try Self.spec()
+        let spec = try given ?? Self.spec()
         let a = try Self.engine(spec)
         var outputsA: [(Out, batch: Int)] = []
         var checkpoints: [[Int32: (next: Int64, point: ReplayPoint)]] = []

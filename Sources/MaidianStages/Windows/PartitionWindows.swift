@@ -551,12 +551,20 @@ final class PartitionWindows {
         }
     }
 
-    /// Forgets users with nothing open whose last activity is older than `before`.
+    /// Forgets users with nothing open whose last activity is older than `before`, in event time and in
+    /// arrival: a late upload's events are old in event time but arrived now, and a crash arriving late
+    /// after them takes them on its trail (`WindowsEmitter.writeTrail` keeps entries that arrived within
+    /// `trail_max_age` of its record's watermark). Forgotten by event time alone, the install vanished at
+    /// the next sweep, and sweeps fall where batches end: whether a later late crash still saw the entries
+    /// depended on batch boundaries, so a worker that took the partition over (its re-read ends a batch
+    /// where the replay ends) could write a shorter trail than one that never stopped (docs/recovery.md §2).
+    /// `before` is at most the sweep's watermark less `trail_max_age`, so an install forgotten here has no
+    /// entry any later crash could take.
     func expireUsers(before: Int64) {
         var removed = false
         for u in liveUsers {
             let s = users[Int(u)]
-            if s.visits.isEmpty && lastTimes[Int(u)] < before {
+            if s.visits.isEmpty && lastTimes[Int(u)] < before && !s.trail.contains(where: { saturatingAdd($0.time, Int64($0.arrivalLag)) >= before }) {
                 idGarbage += idSize(s.idStart)
                 users[Int(u)] = UserState(hash: 0, idStart: .max)
                 lastTimes[Int(u)] = .min
