@@ -178,6 +178,8 @@ public final class WindowsStage: Stage, Repartitioning {
     @exclusivity(unchecked) var partitions: [Int32: PartitionWindows] = [:]
     /// How many times `compactTexts` ran (`windows_text_compactions_total`).
     let textCompactions: StageCounter
+    /// How many times `compactCombos` ran (`windows_combo_compactions_total`).
+    let comboCompactions: StageCounter
     var held: [Int32] = []
     /// The interned texts, dims, combos and record heads (see `WindowsCatalog`).
     let catalog: WindowsCatalog
@@ -201,6 +203,7 @@ public final class WindowsStage: Stage, Repartitioning {
             ignored: (["UINavigationController", "UITabBarController", "UICompatibilityInputViewController"] + config.ignorePages).map { Array($0.utf8) })
         let late = context.counter("late"), tooLate = context.counter("too_late"), orphans = context.counter("orphan_leaves")
         textCompactions = context.counter("text_compactions")
+        comboCompactions = context.counter("combo_compactions")
         emitter = WindowsEmitter(catalog: catalog, settings: settings, config: config, context: context)
         clock = context.clock
         processor = WindowsProcessor(catalog: catalog, settings: settings, emitter: emitter, late: late, tooLate: tooLate, orphans: orphans,
@@ -247,6 +250,45 @@ public final class WindowsStage: Stage, Repartitioning {
         emitter.wire(&output)
         processor.process(&batch, output: &output) { state($0) }
         if catalog.textsToCompact { compactTexts() }
+        if catalog.combosToCompact { compactCombos() }
+    }
+
+    /// Aggregate combos (and the contents they name) are numbered once and kept, like page and element texts:
+    /// `group_by_content` over contents that rarely repeat made them grow without bound (about 650 bytes per
+    /// distinct content, 1 GB over 1.6 million). Between batches, once they doubled since the last time, only
+    /// those of aggregates still open are kept and renumbered. Outputs are unchanged: keys and heads are
+    /// written from the combos' texts, and an event's tuple finds its open aggregate by its key text
+    /// (`WindowsCatalog.aggregate`) once the tuple memos, which name contents by number, start over.
+    func compactCombos() {
+        var keep = [Bool](repeating: false, count: catalog.combos.count)
+        for st in partitions.values {
+            for size in st.sizes {
+                for a in size.aggregates where a.combo >= 0 { keep[Int(a.combo)] = true }
+                for a in size.lateAggregates { keep[Int(a.combo)] = true }
+            }
+        }
+        let before = (catalog.combos.count, catalog.contents.count)
+        let (comboNumbers, contentNumbers) = catalog.compactCombos(keeping: keep)
+        for st in partitions.values {
+            for size in st.sizes {
+                for i in size.aggregates.indices where size.aggregates[i].combo >= 0 {
+                    size.aggregates[i].combo = comboNumbers[Int(size.aggregates[i].combo)]
+                }
+                for i in size.lateAggregates.indices { size.lateAggregates[i].combo = comboNumbers[Int(size.lateAggregates[i].combo)] }
+                // Empty between batches (each batch's late contributions are flushed at its end); renumbered anyway.
+                var late: [LateTuple: Int32] = [:]
+                for (id, a) in size.lateTable {
+                    var id = id
+                    if id.tuple.content >= 0 { id.tuple.content = contentNumbers[Int(id.tuple.content)] }
+                    late[id] = a
+                }
+                size.lateTable = late
+                size.forgetTuples()
+            }
+        }
+        comboCompactions.add()
+        logger.debug("windows: aggregate combos compacted", metadata: [
+            "combos": "\(before.0) -> \(catalog.combos.count)", "contents": "\(before.1) -> \(catalog.contents.count)"])
     }
 
     /// Page names and click identifiers are numbered once and kept: with element contents that rarely repeat

@@ -96,7 +96,7 @@ final class PipelineSpecTests: XCTestCase {
             "dedup.duplicates", "location.located", "location.lookups", "location.reloads",
             "device.unknown", "device.os_from_ua", "noise_filter.noise_dropped", "noise_filter.tab_bar_touch",
             "match.matched", "match.rules_reloads", "match.rules_reload_failures", "match.rules_version",
-            "windows.late", "windows.too_late", "windows.orphan_leaves", "windows.text_compactions", "windows.visits_closed", "windows.trails", "windows.idle_partitions",
+            "windows.late", "windows.too_late", "windows.orphan_leaves", "windows.text_compactions", "windows.combo_compactions", "windows.visits_closed", "windows.trails", "windows.idle_partitions",
         ])
         // The kind locations point into the file.
         XCTAssertEqual(spec.stages[2].kindLocation.description, "\(Self.appAnalytics):28:11")

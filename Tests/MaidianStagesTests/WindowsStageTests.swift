@@ -1000,13 +1000,7 @@ extension WindowsStageTests {
             try kept.run(batch)
             try compacted.run(batch)
         }
-        try kept.finish()
-        try compacted.finish()
-
-        func texts(_ h: WindowsHarness) -> [String] { h.outputs.map { "\($0.topic) \($0.key) \(String(decoding: $0.content.value, as: UTF8.self))" } }
-        XCTAssertEqual(texts(compacted), texts(kept))
-        XCTAssertEqual(compacted.countsWritten.map(\.key), kept.countsWritten.map(\.key))
-        XCTAssertEqual(compacted.countsWritten.map { $0.content.value }, kept.countsWritten.map { $0.content.value })
+        try assertSameOutputs(compacted, kept)
         XCTAssertGreaterThan(kept.trails.count, 20)
         XCTAssertTrue(kept.trails.contains { ($0["trail"] as? [[String: Any]])?.contains { ($0["element"] as? String)?.contains("order-") == true } == true })
         XCTAssertGreaterThan(compacted.stage.textCompactions.value, 3)
@@ -1014,5 +1008,55 @@ extension WindowsStageTests {
         let keptTexts = kept.stage.catalog.elementsText.count + kept.stage.catalog.pagesText.count
         let compactedTexts = compacted.stage.catalog.elementsText.count + compacted.stage.catalog.pagesText.count
         XCTAssertLessThan(compactedTexts * 3, keptTexts, "compacted \(compactedTexts), kept \(keptTexts)")
+    }
+
+    /// Compacting aggregate combos and contents between batches (here every few dozen) writes what a stage that
+    /// never compacts writes: counts keyed and headed by content, late contributions to written windows, dwell.
+    func testCompactingCombosAndContentsChangesNoOutput() throws {
+        let kept = try WindowsHarness()
+        let compacted = try WindowsHarness()
+        compacted.stage.catalog.comboCompactionFloor = 16
+        compacted.stage.catalog.compactCombosAt = 16
+        let users = ["u1", "u2", "u3"]
+        for b in 0..<120 {
+            let t = Int64(b) * 60_000
+            var batch: [[String]] = []
+            for (k, u) in users.enumerated() {
+                let at = t + Int64(k) * 1000
+                var events: [String] = []
+                events.append(Ev.enter(u, "HomeViewController", at))
+                // A content that never comes back, and one that comes back every batch (its combo stays in use).
+                events.append(Ev.cell(u, "HomeViewController", at + 100, position: "1-1", content: "order \(b)-\(k)"))
+                events.append(Ev.cell(u, "HomeViewController", at + 150, position: "1-2", content: "Sale"))
+                if (b + k) % 4 == 0 { events.append(Ev.leave(u, "HomeViewController", at + 300)) }
+                batch.append(events)
+            }
+            // Every seventh batch a late upload, ten minutes behind: contents counted into written windows.
+            if b % 7 == 6 && b > 20 {
+                let late = t - 600_000
+                batch.append([Ev.cell("u9", "HomeViewController", late, position: "1-1", content: "late \(b)"),
+                              Ev.cell("u9", "HomeViewController", late + 10, position: "1-2", content: "Sale")])
+            }
+            try kept.run(batch)
+            try compacted.run(batch)
+        }
+        try assertSameOutputs(compacted, kept)
+        XCTAssertTrue(kept.countsWritten.contains { $0.key.contains("content=order 100-2") }, "counts grouped by content")
+        XCTAssertTrue(kept.countsWritten.contains { $0.key.contains("content=late 90") }, "late contents counted")
+        XCTAssertGreaterThan(compacted.stage.comboCompactions.value, 3)
+        XCTAssertEqual(kept.stage.comboCompactions.value, 0)
+        let keptCombos = kept.stage.catalog.combos.count, compactedCombos = compacted.stage.catalog.combos.count
+        XCTAssertLessThan(compactedCombos * 3, keptCombos, "compacted \(compactedCombos), kept \(keptCombos)")
+        XCTAssertLessThan(compacted.stage.catalog.contents.count * 3, kept.stage.catalog.contents.count)
+    }
+
+    /// Finishes both stages and compares everything they wrote, merged counts included.
+    private func assertSameOutputs(_ compacted: WindowsHarness, _ kept: WindowsHarness, file: StaticString = #filePath, line: UInt = #line) throws {
+        try kept.finish()
+        try compacted.finish()
+        func texts(_ h: WindowsHarness) -> [String] { h.outputs.map { "\($0.topic) \($0.key) \(String(decoding: $0.content.value, as: UTF8.self))" } }
+        XCTAssertEqual(texts(compacted), texts(kept), file: file, line: line)
+        XCTAssertEqual(compacted.countsWritten.map(\.key), kept.countsWritten.map(\.key), file: file, line: line)
+        XCTAssertEqual(compacted.countsWritten.map { $0.content.value }, kept.countsWritten.map { $0.content.value }, file: file, line: line)
     }
 }

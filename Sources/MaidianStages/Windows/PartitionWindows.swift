@@ -378,6 +378,13 @@ final class SizeWindows {
         tupleAggregates.append(a)
     }
 
+    /// Forgets every tuple (a compaction renumbered what they name); counting finds the aggregates by key again.
+    func forgetTuples() {
+        tupleTable = HashTable64(capacity: 256)
+        tuples = []
+        tupleAggregates = []
+    }
+
     /// Forgets the tuples of windows no longer open (after `windows` lost some).
     func dropClosedTuples() {
         lastWindow = nil

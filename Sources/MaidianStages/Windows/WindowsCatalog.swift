@@ -69,6 +69,60 @@ final class WindowsCatalog {
         return (pageNumbers, elementNumbers)
     }
 
+    /// Aggregate combos below which `compactCombos` never runs: 65,536, about 40 MB of combos of the sample's
+    /// kind. A variable for tests.
+    @exclusivity(unchecked) var comboCompactionFloor = 1 << 16
+    /// Aggregate combos at which `compactCombos` runs next.
+    @exclusivity(unchecked) var compactCombosAt = 1 << 16
+
+    /// Whether the aggregate combos have grown enough since the last compaction to compact them.
+    var combosToCompact: Bool { combos.count >= compactCombosAt }
+
+    /// Keeps only the combos `keep` marks (by number) and the `group_by_content` contents they name, with their
+    /// key and head pieces, and returns each old combo number's new one (-1: left out) and each old content
+    /// number's. A combo is made for every new (metric, rule, dims, content), and contents that rarely repeat
+    /// (order numbers, names), or uploads crafted that way, made the combos grow without bound: about 650
+    /// bytes each. The next compaction comes when the combos have doubled since this one.
+    func compactCombos(keeping keep: [Bool]) -> (combos: [Int32], contents: [Int32]) {
+        var keepContents = [Bool](repeating: false, count: contents.count)
+        var kept = 0
+        for c in combos.indices where keep[c] {
+            kept += 1
+            let content = combos[c].combo.content
+            if content >= 0 { keepContents[Int(content)] = true }
+        }
+        let (newContents, contentNumbers) = contents.compacted(keeping: keepContents)
+        contents = newContents
+        var numbers = [Int32](repeating: -1, count: combos.count)
+        var newCombos: [ComboPieces] = []
+        newCombos.reserveCapacity(kept)
+        var newBytes: [UInt8] = []
+        var table = HashTable64(capacity: max(256, 2 * kept))
+        func move(_ r: Range<Int>) -> Range<Int> {
+            let start = newBytes.count
+            newBytes.append(contentsOf: comboBytes[r])
+            return start..<newBytes.count
+        }
+        for c in combos.indices where keep[c] {
+            var pieces = combos[c]
+            if pieces.combo.content >= 0 { pieces.combo.content = contentNumbers[Int(pieces.combo.content)] }
+            pieces.keyPrefix = move(pieces.keyPrefix)
+            pieces.keySuffix = move(pieces.keySuffix)
+            pieces.headPrefix = move(pieces.headPrefix)
+            pieces.headDims = move(pieces.headDims)
+            numbers[c] = Int32(newCombos.count)
+            var h = pieces.combo.hash
+            while table.get(h) != nil { h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1 }  // as `combo` probes
+            table.set(h, Int64(newCombos.count))
+            newCombos.append(pieces)
+        }
+        combos = newCombos
+        comboBytes = newBytes
+        comboTable = table
+        compactCombosAt = max(comboCompactionFloor, 2 * combos.count)
+        return (numbers, contentNumbers)
+    }
+
     /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
     @inline(__always)
     func isIgnored(page: Int32) -> Bool {
