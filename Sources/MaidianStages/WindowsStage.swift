@@ -253,42 +253,43 @@ public final class WindowsStage: Stage, Repartitioning {
         if catalog.combosToCompact { compactCombos() }
     }
 
-    /// Aggregate combos (and the contents they name) are numbered once and kept, like page and element texts:
-    /// `group_by_content` over contents that rarely repeat made them grow without bound (about 650 bytes per
-    /// distinct content, 1 GB over 1.6 million). Between batches, once they doubled since the last time, only
-    /// those of aggregates still open are kept and renumbered. Outputs are unchanged: keys and heads are
-    /// written from the combos' texts, and an event's tuple finds its open aggregate by its key text
-    /// (`WindowsCatalog.aggregate`) once the tuple memos, which name contents by number, start over.
+    /// Aggregate combos, the contents and dims they name and the visit dims are numbered once and kept, like
+    /// page and element texts: `group_by_content` over contents that rarely repeat, or dims values that do
+    /// (crafted app versions), made them grow without bound (about 650 bytes per distinct content, 1 GB over
+    /// 1.6 million; 300 per distinct dims value). Between batches, once the combos doubled since the last time,
+    /// only what aggregates still open, visits and waiting events refer to is kept and renumbered. Outputs are
+    /// unchanged: keys and heads are written from texts, and an event's tuple finds its open aggregate by its key
+    /// text (`WindowsCatalog.aggregate`) once the tuple memos, which name contents and dims by number, start over.
     func compactCombos() {
         var keep = [Bool](repeating: false, count: catalog.combos.count)
+        var visitDims = [Bool](repeating: false, count: catalog.dimsSets.count)
         for st in partitions.values {
             for size in st.sizes {
                 for a in size.aggregates where a.combo >= 0 { keep[Int(a.combo)] = true }
                 for a in size.lateAggregates { keep[Int(a.combo)] = true }
             }
+            st.updateVisitDims { d in if d >= 0 { visitDims[Int(d)] = true } }
         }
-        let before = (catalog.combos.count, catalog.contents.count)
-        let (comboNumbers, contentNumbers) = catalog.compactCombos(keeping: keep)
+        let before = (catalog.combos.count, catalog.contents.count, catalog.dimsIdentities.count)
+        let numbers = catalog.compactCombos(keeping: keep, visitDims: visitDims)
         for st in partitions.values {
             for size in st.sizes {
                 for i in size.aggregates.indices where size.aggregates[i].combo >= 0 {
-                    size.aggregates[i].combo = comboNumbers[Int(size.aggregates[i].combo)]
+                    size.aggregates[i].combo = numbers.combos[Int(size.aggregates[i].combo)]
                 }
-                for i in size.lateAggregates.indices { size.lateAggregates[i].combo = comboNumbers[Int(size.lateAggregates[i].combo)] }
+                for i in size.lateAggregates.indices { size.lateAggregates[i].combo = numbers.combos[Int(size.lateAggregates[i].combo)] }
                 // Empty between batches (each batch's late contributions are flushed at its end); renumbered anyway.
                 var late: [LateTuple: Int32] = [:]
-                for (id, a) in size.lateTable {
-                    var id = id
-                    if id.tuple.content >= 0 { id.tuple.content = contentNumbers[Int(id.tuple.content)] }
-                    late[id] = a
-                }
+                for (id, a) in size.lateTable { late[LateTuple(tuple: numbers.renumber(id.tuple), offset: id.offset)] = a }
                 size.lateTable = late
                 size.forgetTuples()
             }
+            st.updateVisitDims { d in if d >= 0 { d = numbers.visitDims[Int(d)] } }
         }
         comboCompactions.add()
         logger.debug("windows: aggregate combos compacted", metadata: [
-            "combos": "\(before.0) -> \(catalog.combos.count)", "contents": "\(before.1) -> \(catalog.contents.count)"])
+            "combos": "\(before.0) -> \(catalog.combos.count)", "contents": "\(before.1) -> \(catalog.contents.count)",
+            "dims": "\(before.2) -> \(catalog.dimsIdentities.count)"])
     }
 
     /// Page names and click identifiers are numbered once and kept: with element contents that rarely repeat

@@ -1010,8 +1010,9 @@ extension WindowsStageTests {
         XCTAssertLessThan(compactedTexts * 3, keptTexts, "compacted \(compactedTexts), kept \(keptTexts)")
     }
 
-    /// Compacting aggregate combos and contents between batches (here every few dozen) writes what a stage that
-    /// never compacts writes: counts keyed and headed by content, late contributions to written windows, dwell.
+    /// Compacting aggregate combos, contents and dims between batches (here every few dozen combos) writes what a
+    /// stage that never compacts writes: counts keyed and headed by content and by app version, late
+    /// contributions to written windows, dwell of visits that stayed open over compactions.
     func testCompactingCombosAndContentsChangesNoOutput() throws {
         let kept = try WindowsHarness()
         let compacted = try WindowsHarness()
@@ -1024,7 +1025,12 @@ extension WindowsStageTests {
             for (k, u) in users.enumerated() {
                 let at = t + Int64(k) * 1000
                 var events: [String] = []
-                events.append(Ev.enter(u, "HomeViewController", at))
+                // App versions (the dims) that never come back: visits stay open over batches with them.
+                events.append(Ev.enter(u, "HomeViewController", at, version: "v\(b)-\(k)"))
+                events.append(Ev.click(u, "HomeViewController", at + 50, version: "c\(b)-\(k)"))
+                // And versions that do come back: their dims stay known over compactions.
+                events.append(Ev.enter(u, "ProductViewController", at + 60, version: "r\(b % 3)"))
+                events.append(Ev.leave(u, "ProductViewController", at + 70))
                 // A content that never comes back, and one that comes back every batch (its combo stays in use).
                 events.append(Ev.cell(u, "HomeViewController", at + 100, position: "1-1", content: "order \(b)-\(k)"))
                 events.append(Ev.cell(u, "HomeViewController", at + 150, position: "1-2", content: "Sale"))
@@ -1048,6 +1054,10 @@ extension WindowsStageTests {
         let keptCombos = kept.stage.catalog.combos.count, compactedCombos = compacted.stage.catalog.combos.count
         XCTAssertLessThan(compactedCombos * 3, keptCombos, "compacted \(compactedCombos), kept \(keptCombos)")
         XCTAssertLessThan(compacted.stage.catalog.contents.count * 3, kept.stage.catalog.contents.count)
+        XCTAssertLessThan(compacted.stage.catalog.dimsIdentities.count * 3, kept.stage.catalog.dimsIdentities.count)
+        XCTAssertLessThan(compacted.stage.catalog.dimsSets.count * 3, kept.stage.catalog.dimsSets.count)
+        XCTAssertTrue(kept.outputs.contains { $0.topic == "metrics.dwell" }, "visits closed")
+        XCTAssertTrue(kept.countsWritten.contains { $0.key.hasPrefix("dwell|") && $0.key.contains("app_version=v99-1") }, "dwell by app version: \(kept.countsWritten.filter { $0.key.hasPrefix("dwell|") }.prefix(2).map(\.key))")
     }
 
     /// Finishes both stages and compares everything they wrote, merged counts included.

@@ -558,6 +558,15 @@ final class PartitionWindows {
         }
     }
 
+    /// Calls `body` with each visit-dims number the state holds (open visits and the events waiting to be
+    /// paired; -1 where none): `WindowsStage.compactCombos` marks them with it, then renumbers them.
+    func updateVisitDims(_ body: (_ dims: inout Int32) -> Void) {
+        for u in liveUsers {
+            for k in users[Int(u)].visits.indices { body(&users[Int(u)].visits[k].dims) }
+        }
+        pending.update { body(&$0.dims) }
+    }
+
     /// Forgets users with nothing open whose last activity is older than `before`, in event time and in
     /// arrival: a late upload's events are old in event time but arrived now, and a crash arriving late
     /// after them takes them on its trail (`WindowsEmitter.writeTrail` keeps entries that arrived within

@@ -78,22 +78,62 @@ final class WindowsCatalog {
     /// Whether the aggregate combos have grown enough since the last compaction to compact them.
     var combosToCompact: Bool { combos.count >= compactCombosAt }
 
-    /// Keeps only the combos `keep` marks (by number) and the `group_by_content` contents they name, with their
-    /// key and head pieces, and returns each old combo number's new one (-1: left out) and each old content
-    /// number's. A combo is made for every new (metric, rule, dims, content), and contents that rarely repeat
-    /// (order numbers, names), or uploads crafted that way, made the combos grow without bound: about 650
-    /// bytes each. The next compaction comes when the combos have doubled since this one.
-    func compactCombos(keeping keep: [Bool]) -> (combos: [Int32], contents: [Int32]) {
+    /// What `compactCombos` renumbered: each old number's new one (-1: left out).
+    struct ComboNumbers {
+        var combos: [Int32]
+        var contents: [Int32]
+        /// Dims identities (the dims of pv and click tuples).
+        var identities: [Int32]
+        /// Visit dims (`dimsSets`: the dims of visits, waiting events and dwell tuples).
+        var visitDims: [Int32]
+
+        /// A tuple's content and dims renumbered (its dims are a visit's for dwell, an identity's otherwise).
+        func renumber(_ tuple: AggregateTuple) -> AggregateTuple {
+            var t = tuple
+            if t.content >= 0 { t.content = contents[Int(t.content)] }
+            if t.dims >= 0 { t.dims = t.metric == 2 ? visitDims[Int(t.dims)] : identities[Int(t.dims)] }
+            return t
+        }
+    }
+
+    /// Keeps only the combos `keep` marks (by number), the `group_by_content` contents and dims they name, and
+    /// the visit dims `visitDims` marks (the state's visits and waiting events), with their key, head and JSON
+    /// forms, and renumbers them. A combo is made for every new (metric, rule, dims, content), and contents or
+    /// dims values that rarely repeat (order numbers, names, crafted app versions) made these tables grow
+    /// without bound: about 650 bytes a combo, 300 a dims value. The next compaction comes when the combos have
+    /// doubled since this one.
+    func compactCombos(keeping keep: [Bool], visitDims keepVisits: [Bool]) -> ComboNumbers {
         var keepContents = [Bool](repeating: false, count: contents.count)
+        var keepIdentities = [Bool](repeating: false, count: dimsIdentities.count)
+        var keepVisits = keepVisits + [Bool](repeating: false, count: max(0, dimsSets.count - keepVisits.count))
         var kept = 0
         for c in combos.indices where keep[c] {
             kept += 1
-            let content = combos[c].combo.content
-            if content >= 0 { keepContents[Int(content)] = true }
+            let t = combos[c].combo
+            if t.content >= 0 { keepContents[Int(t.content)] = true }
+            if t.dims >= 0 {
+                if t.metric == 2 { keepVisits[Int(t.dims)] = true } else { keepIdentities[Int(t.dims)] = true }
+            }
         }
+        // A kept identity's visit dims stay too: the identity remembers them (`visitDims(_:)`).
+        for d in dimsInfos.indices where keepIdentities[d] && dimsInfos[d].visitDims >= 0 { keepVisits[Int(dimsInfos[d].visitDims)] = true }
+
         let (newContents, contentNumbers) = contents.compacted(keeping: keepContents)
         contents = newContents
-        var numbers = [Int32](repeating: -1, count: combos.count)
+        let (newSets, visitNumbers) = dimsSets.compacted(keeping: keepVisits)
+        dimsSets = newSets
+        // `compacted` numbers the kept texts in their old order: the side tables follow the same order.
+        dimsHeads = dimsHeads.indices.filter { keepVisits[$0] }.map { dimsHeads[$0] }
+        let (newIdentities, identityNumbers) = dimsIdentities.compacted(keeping: keepIdentities)
+        dimsIdentities = newIdentities
+        dimsInfos = dimsInfos.indices.filter { keepIdentities[$0] }.map { d in
+            var info = dimsInfos[d]
+            if info.visitDims >= 0 { info.visitDims = visitNumbers[Int(info.visitDims)] }
+            return info
+        }
+        let numbers = ComboNumbers(combos: [], contents: contentNumbers, identities: identityNumbers, visitDims: visitNumbers)
+
+        var comboNumbers = [Int32](repeating: -1, count: combos.count)
         var newCombos: [ComboPieces] = []
         newCombos.reserveCapacity(kept)
         var newBytes: [UInt8] = []
@@ -105,12 +145,12 @@ final class WindowsCatalog {
         }
         for c in combos.indices where keep[c] {
             var pieces = combos[c]
-            if pieces.combo.content >= 0 { pieces.combo.content = contentNumbers[Int(pieces.combo.content)] }
+            pieces.combo = numbers.renumber(pieces.combo)
             pieces.keyPrefix = move(pieces.keyPrefix)
             pieces.keySuffix = move(pieces.keySuffix)
             pieces.headPrefix = move(pieces.headPrefix)
             pieces.headDims = move(pieces.headDims)
-            numbers[c] = Int32(newCombos.count)
+            comboNumbers[c] = Int32(newCombos.count)
             var h = pieces.combo.hash
             while table.get(h) != nil { h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1 }  // as `combo` probes
             table.set(h, Int64(newCombos.count))
@@ -120,7 +160,9 @@ final class WindowsCatalog {
         comboBytes = newBytes
         comboTable = table
         compactCombosAt = max(comboCompactionFloor, 2 * combos.count)
-        return (numbers, contentNumbers)
+        var result = numbers
+        result.combos = comboNumbers
+        return result
     }
 
     /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
