@@ -102,10 +102,11 @@ final class WindowsCatalog {
     /// dims values that rarely repeat (order numbers, names, crafted app versions) made these tables grow
     /// without bound: about 650 bytes a combo, 300 a dims value. The next compaction comes when the combos have
     /// doubled since this one.
+    /// `keepVisits` has one mark per `dimsSets` text.
     func compactCombos(keeping keep: [Bool], visitDims keepVisits: [Bool]) -> ComboNumbers {
         var keepContents = [Bool](repeating: false, count: contents.count)
         var keepIdentities = [Bool](repeating: false, count: dimsIdentities.count)
-        var keepVisits = keepVisits + [Bool](repeating: false, count: max(0, dimsSets.count - keepVisits.count))
+        var keepVisits = keepVisits
         var kept = 0
         for c in combos.indices where keep[c] {
             kept += 1
@@ -131,9 +132,8 @@ final class WindowsCatalog {
             if info.visitDims >= 0 { info.visitDims = visitNumbers[Int(info.visitDims)] }
             return info
         }
-        let numbers = ComboNumbers(combos: [], contents: contentNumbers, identities: identityNumbers, visitDims: visitNumbers)
-
-        var comboNumbers = [Int32](repeating: -1, count: combos.count)
+        var numbers = ComboNumbers(combos: [Int32](repeating: -1, count: combos.count), contents: contentNumbers,
+                                   identities: identityNumbers, visitDims: visitNumbers)
         var newCombos: [ComboPieces] = []
         newCombos.reserveCapacity(kept)
         var newBytes: [UInt8] = []
@@ -150,7 +150,7 @@ final class WindowsCatalog {
             pieces.keySuffix = move(pieces.keySuffix)
             pieces.headPrefix = move(pieces.headPrefix)
             pieces.headDims = move(pieces.headDims)
-            comboNumbers[c] = Int32(newCombos.count)
+            numbers.combos[c] = Int32(newCombos.count)
             var h = pieces.combo.hash
             while table.get(h) != nil { h = h &* 0x9E37_79B9_7F4A_7C15 &+ 1 }  // as `combo` probes
             table.set(h, Int64(newCombos.count))
@@ -160,9 +160,7 @@ final class WindowsCatalog {
         comboBytes = newBytes
         comboTable = table
         compactCombosAt = max(comboCompactionFloor, 2 * combos.count)
-        var result = numbers
-        result.combos = comboNumbers
-        return result
+        return numbers
     }
 
     /// Whether an interned page is ignored (the defaults plus `ignore_pages`).
