@@ -249,7 +249,8 @@ public final class WorkerMetrics: Sendable {
         "windows.visits_closed": "Visits closed (dwell times written).",
         "windows.trails": "Crash trails written.",
         "windows.idle_partitions": "Times a partition went idle and stopped holding windows back.",
-        "merge.late_partials": "Partial window results that came after their window was written.",
+        "merge.late_partials": "Partial window results of a source back from idle, added to windows written without it.",
+        "merge.partial_copies": "Partial window results a re-read source sent again, left out.",
         "merge.windows_written": "Windowed count records written after merging partials.",
     ]
 

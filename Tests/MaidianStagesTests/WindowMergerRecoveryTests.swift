@@ -17,6 +17,14 @@ final class WindowMergerRecoveryTests: XCTestCase {
         return m
     }
 
+    /// A merger of two sources that keeps written windows for late partials (a day), rewriting at once.
+    func keepingMerger() -> WindowMerger {
+        let m = WindowMerger(countsTopic: "metrics.counts", allowedLateness: 24 * 60 * Self.minute, lateFlush: .zero,
+                             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        m.sourcePartitions = 2
+        return m
+    }
+
     func partial(source: Int32, windowEnd: Int64, count: Int64) -> InternalMessage {
         var users = UserSet()
         users.insert(UInt64(source + 1))
@@ -88,11 +96,14 @@ final class WindowMergerRecoveryTests: XCTestCase {
         XCTAssertEqual(writtenA.count, 1, "w1 once; w2 waits for source 1")
         let next = Int64(messages.count)
         let from = try XCTUnwrap(a.replayFrom(partition: 0)?.offset)
-        XCTAssertGreaterThan(from, 3, "the progress that wrote w1 lies before the replay point")
+        XCTAssertEqual(from, 3, "source 1 went back: its progress that passed w1 is where a re-read starts")
+        // A replay point of an older version was the latest progress of each source: re-read from there (4), w1's
+        // partials still count as written.
+        let oldFrom: Int64 = 4
 
         let b = merger()
         b.restore(partition: 0, from: ReplayPoint(offset: 0, maxEventTime: a.writtenUpTo(partition: 0)))
-        XCTAssertEqual(try feed(b, Array(messages[Int(from)...]), from: from, replayUntil: next).count, 0)
+        XCTAssertEqual(try feed(b, Array(messages[Int(oldFrom)...]), from: oldFrom, replayUntil: next).count, 0)
         let rest: [InternalMessage] = [partial(source: 1, windowEnd: w2, count: 3), .progress(source: 1, watermark: w2 + 5_000, idle: false)]
         let writtenB = try feed(b, rest, from: next)
         XCTAssertEqual(writtenB, try feed(a, rest, from: next), "the restored merger writes what the first one writes")
@@ -154,12 +165,6 @@ final class WindowMergerRecoveryTests: XCTestCase {
             record([part(0, "home", w3, 1), progress(0, .max)]),
             record([part(1, "home", w2, 5, late: 500), part(1, "cart", w3, 2), progress(1, .max)]),
         ]
-        func make() -> WindowMerger {
-            let m = WindowMerger(countsTopic: "metrics.counts", allowedLateness: 24 * 60 * Self.minute, lateFlush: .zero,
-                                 logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-            m.sourcePartitions = 2
-            return m
-        }
         /// Feeds records `range` one batch each, the ones before `replayUntil` as re-read; the outputs of live ones.
         func feed(_ m: WindowMerger, _ range: Range<Int>, replayUntil: Int = 0) throws -> [(key: String, value: String)] {
             var written: [(String, String)] = []
@@ -176,7 +181,7 @@ final class WindowMergerRecoveryTests: XCTestCase {
             return last
         }
 
-        let a = make()
+        let a = keepingMerger()
         var before: [[(key: String, value: String)]] = []
         var points: [ReplayPoint] = []
         for k in records.indices {
@@ -196,7 +201,7 @@ final class WindowMergerRecoveryTests: XCTestCase {
         for k in records.indices {
             let point = try XCTUnwrap(ReplayPoint(metadata: points[k].metadata), "the point survives its metadata text")
             XCTAssertEqual(point, points[k])
-            let b = make()
+            let b = keepingMerger()
             b.restore(partition: 0, from: point)
             var written = try feed(b, Int(point.offset)..<k + 1, replayUntil: k + 1)
             XCTAssertEqual(written.count, 0, "re-read records write nothing")
@@ -208,6 +213,106 @@ final class WindowMergerRecoveryTests: XCTestCase {
             written += try feed(b, k + 1..<records.count)
             let got = answers(before[...k].flatMap { $0 } + written)
             XCTAssertEqual(got, want, "restored after record \(k) from \(point)")
+        }
+    }
+
+    /// The chaos run that lost whole windows (seed 855873): a source re-read from an earlier commit by its new
+    /// owner reports progress it had passed, so the merged watermark went back, and what a batch end saw
+    /// depended on where batches ended. A merger re-reading after a takeover, with other batch ends than the
+    /// first run, wrote windows the first run had not yet written; re-read writes are not produced, and the
+    /// windows were never written. Also a source back from idle: its partials of windows written without it
+    /// count (wire format §5: its events are not late). Whatever the batches and wherever the commit, the
+    /// answers are those of one uninterrupted run, even when everything the first run wrote after the commit is
+    /// lost.
+    func testAnswersDoNotDependOnBatchesOrCommitsWhenSourcesGoBackOrIdle() throws {
+        let w1: Int64 = 10 * Self.minute, w2 = 11 * Self.minute, w3 = 12 * Self.minute
+        func message(_ m: InternalMessage) -> (key: String?, value: [UInt8]) {
+            var value: [UInt8] = []
+            m.encode(into: &value)
+            return (nil, value)
+        }
+        let records: [(key: String?, value: [UInt8])] = [
+            part(0, "home", w1, 2),                                            // 0
+            part(0, "home", w2, 1),
+            progress(0, w2 + 5_000),
+            part(1, "home", w1, 3),
+            progress(1, w1 + 5_000),                                           // 4: w1 is final
+            progress(0, w1 - 20_000),                                          // 5: source 0 re-read by a new owner
+            part(1, "cart", w2, 2),
+            progress(1, w2 + 30_000),                                          // 7: w2 is final
+            part(0, "home", w1, 2), part(0, "home", w2, 1),                    // copies
+            progress(0, w2 + 5_000),
+            part(0, "home", w3, 4),
+            progress(0, w3 + 5_000),                                           // 12
+            message(.progress(source: 1, watermark: w2 + 30_000, idle: true)),  // 13: w3 written without source 1
+            part(1, "home", w3, 6), part(1, "cart", w3, 1),                    // 14: source 1 is back
+            progress(1, w3 + 10_000),
+            part(0, "home", w2, 1, late: 100),
+            progress(0, .max), progress(1, .max),                              // 18
+        ]
+        /// Feeds records `range` as one batch (those before `replayUntil` re-read); the outputs of live records.
+        func feed(_ m: WindowMerger, _ range: Range<Int>, replayUntil: Int = 0) throws -> [(key: String, value: String)] {
+            let batch = range.enumerated().map { i, k in
+                InternalRecord(partition: 0, offset: Int64(k), key: records[k].key.map { Array($0.utf8) } ?? [], value: records[k].value,
+                               index: Int32(i), replay: k < replayUntil)
+            }
+            var out = OutputBuffer()
+            try m.process(batch, output: &out)
+            return out.messages.indices.filter { !batch[Int(out.messages[$0].record)].replay }.map { (out.keyString($0) ?? "", out.valueString($0)) }
+        }
+        func answers(_ written: [(key: String, value: String)]) -> [String: Int64] {
+            var last: [String: Int64] = [:]
+            for w in written {
+                let value = try? JSONSerialization.jsonObject(with: Data(w.value.utf8)) as? [String: Any]
+                last[w.key] = (value?["count"] as? NSNumber)?.int64Value
+            }
+            return last
+        }
+        /// Random batches over `range`.
+        func batches(_ range: Range<Int>, _ rng: inout UInt64) -> [Range<Int>] {
+            var out: [Range<Int>] = []
+            var lo = range.lowerBound
+            while lo < range.upperBound {
+                rng = rng &* 6364136223846793005 &+ 1442695040888963407
+                let n = 1 + Int((rng >> 33) % 6)
+                out.append(lo..<min(lo + n, range.upperBound))
+                lo = out.last!.upperBound
+            }
+            return out
+        }
+
+        let reference = keepingMerger()
+        var all: [(key: String, value: String)] = []
+        for k in records.indices { all += try feed(reference, k..<k + 1) }
+        let want = answers(all)
+        let (home, cart) = ("pv|home|", "pv|cart|")
+        XCTAssertEqual(want, [home + "\(w1 - Self.minute)|": 5, home + "\(w2 - Self.minute)|": 2, cart + "\(w2 - Self.minute)|": 2,
+                              home + "\(w3 - Self.minute)|": 10, cart + "\(w3 - Self.minute)|": 1])
+        XCTAssertEqual(reference.partialCopies.value, 2)
+        XCTAssertEqual(reference.latePartials.value, 2, "source 1's partials of w3, back from idle")
+
+        var rng: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for round in 0..<150 {
+            let a = keepingMerger()
+            var produced: [(key: String, value: String)] = []
+            for batch in batches(0..<records.count, &rng) {
+                produced += try feed(a, batch)
+                // A takeover at this commit: the first run's later outputs lost, a new owner re-reads and goes on.
+                let n = batch.upperBound
+                let point: ReplayPoint
+                if let from = a.replayFrom(partition: 0), from.offset < Int64(n) {
+                    point = ReplayPoint(offset: from.offset, maxEventTime: a.writtenUpTo(partition: 0), item: from.item)
+                } else {
+                    point = ReplayPoint(offset: Int64(n), maxEventTime: a.writtenUpTo(partition: 0))
+                }
+                let b = keepingMerger()
+                b.restore(partition: 0, from: point)
+                var written = produced
+                // Batches may hold the last re-read records and the first live ones together.
+                for r in batches(Int(point.offset)..<records.count, &rng) { written += try feed(b, r, replayUntil: n) }
+                XCTAssertEqual(answers(written), want, "round \(round): taken over after record \(n - 1) from \(point)")
+            }
+            XCTAssertEqual(answers(produced), want, "round \(round): uninterrupted")
         }
     }
 }
