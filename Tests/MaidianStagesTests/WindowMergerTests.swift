@@ -398,6 +398,7 @@ final class WindowMergerTests: XCTestCase {
         h.partial(1, window: 0, count: 1, users: [3])
         try h.flush()
         XCTAssertEqual(h.written.map { int($0.value["count"]) }, [3], "copies after the end change nothing, in any batch")
+        XCTAssertEqual(h.merger.partialCopies.value, 2, "both left out and counted")
     }
 
     /// A window written during a re-read keeps its sources' partials merged into one; a copy of one of them that
