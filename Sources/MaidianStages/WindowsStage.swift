@@ -230,7 +230,12 @@ public final class WindowsStage: Stage, Repartitioning {
     public func restore(partition: Int32, maxEventTime: Int64?) {
         let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: settings.windows, now: clock.now)
         // The previous owner had closed the windows the watermark passed: late events for them are deltas.
-        if let maxEventTime { st.closedUpTo = saturatingSub(maxEventTime, settings.lateness) }
+        if let maxEventTime {
+            st.closedUpTo = saturatingSub(maxEventTime, settings.lateness)
+            // The previous owner swept that minute at the record that entered it (`sweepIfDue`): the re-read sweeps
+            // at the same records as it did.
+            st.lastSweep = alignedStart(st.closedUpTo, every: WindowsProcessor.sweepEvery)
+        }
         partitions[partition] = st
     }
 

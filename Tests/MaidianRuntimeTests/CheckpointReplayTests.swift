@@ -55,7 +55,12 @@ final class CheckpointReplayTests: XCTestCase {
         let loose = { (o: Out) in
             o.topic == "metrics.dwell" && (o.value.containsSubsequence(#""closed_by":"timeout""#) || o.value.containsSubsequence(#""closed_by":"end_of_input""#))
         }
-        try assertTakeovers(records, batchA: 40, batchB: 1500, minimumOutputs: 20_000, ignoring: loose) { n in
+        // Still, each such visit must be written: by A before the commit or by B.
+        let visit = { (o: Out) -> String in
+            let v = (try? JSONSerialization.jsonObject(with: Data(o.value))) as? [String: Any] ?? [:]
+            return "\(v["distinct_id"] ?? "") \(v["page"] ?? "") \(v["enter_time"] ?? "")"
+        }
+        try assertTakeovers(records, batchA: 40, batchB: 1500, minimumOutputs: 20_000, ignoring: loose, sameWhenIgnored: visit) { n in
             Array(stride(from: n / 6, to: n, by: n / 6))
         }
     }
@@ -138,7 +143,7 @@ final class CheckpointReplayTests: XCTestCase {
     /// Runs A over `records` in batches of `batchA`, then for each cut (a batch index of A) a B that takes
     /// over every partition at A's checkpoint after that batch, in batches of `batchB`; see the class comment.
     func assertTakeovers(_ records: [Bench.SourceRecord], batchA: Int, batchB: Int, minimumOutputs: Int,
-                         ignoring: (Out) -> Bool = { _ in false }, spec given: PipelineSpec? = nil,
+                         ignoring: (Out) -> Bool = { _ in false }, sameWhenIgnored: ((Out) -> String)? = nil, spec given: PipelineSpec? = nil,
                          cuts: (Int) -> [Int], file: StaticString = #filePath, line: UInt = #line) throws {
         let spec = try given ?? Self.spec()
         let a = try Self.engine(spec)
@@ -175,6 +180,14 @@ final class CheckpointReplayTests: XCTestCase {
             for o in missing.prefix(3) { XCTFail("cut \(cut): B does not write \(o.topic) \(String(decoding: o.value.prefix(300), as: UTF8.self))", file: file, line: line) }
             for o in extra.prefix(3) { XCTFail("cut \(cut): B writes what A never wrote: \(o.topic) \(String(decoding: o.value.prefix(300), as: UTF8.self))", file: file, line: line) }
             XCTAssertEqual(missing.count + extra.count, 0, "cut after batch \(cut): \(missing.count) outputs missing, \(extra.count) extra; \(reread) records re-read", file: file, line: line)
+            if let same = sameWhenIgnored {
+                // Ignored outputs may differ, but what `same` names must be written by A before the commit or by B.
+                let wanted = Set(all.filter(ignoring).map(same))
+                let got = Set(before.union(outputsB).filter(ignoring).map(same))
+                let lost = wanted.subtracting(got)
+                for w in lost.sorted().prefix(3) { XCTFail("cut \(cut): neither A before the commit nor B writes \(w)", file: file, line: line) }
+                XCTAssertEqual(lost.count, 0, "cut after batch \(cut): \(lost.count) ignored outputs lost", file: file, line: line)
+            }
         }
     }
 

@@ -23,15 +23,7 @@ extension WindowsProcessor {
         guard let watermark else { return }
         drain(st, upTo: watermark, record: record, output: &output)
         if st.hasLate { emitter.flushLate(st, record: record, output: &output) }
-        let bucket = alignedStart(watermark, every: Self.sweepEvery)
-        if bucket > st.lastSweep {
-            st.lastSweep = bucket
-            // At the start of the watermark's window, not at the watermark itself: where the watermark stands
-            // when a batch ends depends on batch boundaries, which differ when a partition is re-read after a
-            // failover; the window start does not, so the same visits time out at the same record. Every minute
-            // whatever the window sizes: dwell records do not depend on them.
-            sweep(st, watermark: bucket, record: record, output: &output)
-        }
+        // Sweeps happen at the record whose watermark entered a new minute (`sweepIfDue`), not here.
         emitter.closeWindows(st, upTo: watermark, record: record, output: &output)
         if st.progressSent == .min || floorDiv(watermark, settings.progressEvery) > floorDiv(st.progressSent, settings.progressEvery) {
             emitter.sendProgress(st, watermark, idle: false, record: record, output: &output)
@@ -53,6 +45,30 @@ extension WindowsProcessor {
         }
         warmSink &+= sink
         for e in drained { apply(e, st, record: record, output: &output) }
+    }
+
+    /// Sweeps visits once the partition's watermark `watermark` (after the record just taken) entered a minute
+    /// not swept yet: called per record, so that the sweep falls at the same record whatever the batches. At
+    /// a batch's end it used to see the collector time (`collectorNow`) of the batch's last record, so where
+    /// batches ended decided which silent installs' visits timed out at that minute: a re-read after a takeover,
+    /// cut into other batches, closed a visit at a re-read record (its outputs not produced) that the first run
+    /// closed only after its commit, and nobody wrote it. What the watermark passed is paired first, as at a
+    /// batch's end.
+    @inline(__always)
+    func sweepIfDue(_ st: PartitionWindows, watermark: Int64, record: Int32, output: inout OutputBuffer) {
+        let bucket = alignedStart(watermark, every: Self.sweepEvery)
+        guard bucket > st.lastSweep else { return }
+        sweepMinute(st, watermark: watermark, bucket: bucket, record: record, output: &output)
+    }
+
+    @inline(never)
+    private func sweepMinute(_ st: PartitionWindows, watermark: Int64, bucket: Int64, record: Int32, output: inout OutputBuffer) {
+        drain(st, upTo: watermark, record: record, output: &output)
+        st.lastSweep = bucket
+        // At the start of the watermark's minute, not at the watermark itself: the same visits time out whatever
+        // the watermark within the minute. Every minute whatever the window sizes: dwell records do not depend on
+        // them.
+        sweep(st, watermark: bucket, record: record, output: &output)
     }
 
     /// How often (in watermark time) visits are swept for timeouts: the default window, so that the sweeps of

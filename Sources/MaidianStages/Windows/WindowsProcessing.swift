@@ -167,6 +167,7 @@ final class WindowsProcessor {
         if hasKey && !recordKeyTaken, let u = st.userByHash.get(recordKey), st.users[Int(u)].lastReceived < receivedSeconds {
             st.users[Int(u)].lastReceived = receivedSeconds
         }
+        if let newest { sweepIfDue(st, watermark: saturatingSub(newest, settings.lateness), record: st.ownerRecord, output: &output) }
     }
 
     /// The state of source partition `p` for this batch: `state`'s answer, kept by partition number until the
