@@ -142,9 +142,9 @@ final class WindowMergerRecoveryTests: XCTestCase {
         return ("pv|\(rule)|\(end - Self.minute)|", value)
     }
 
-    func progress(_ source: Int32, _ watermark: Int64) -> (key: String?, value: [UInt8]) {
+    func progress(_ source: Int32, _ watermark: Int64, idle: Bool = false) -> (key: String?, value: [UInt8]) {
         var value: [UInt8] = []
-        InternalMessage.progress(source: source, watermark: watermark, idle: false).encode(into: &value)
+        InternalMessage.progress(source: source, watermark: watermark, idle: idle).encode(into: &value)
         return (nil, value)
     }
 
@@ -226,11 +226,6 @@ final class WindowMergerRecoveryTests: XCTestCase {
     /// lost.
     func testAnswersDoNotDependOnBatchesOrCommitsWhenSourcesGoBackOrIdle() throws {
         let w1: Int64 = 10 * Self.minute, w2 = 11 * Self.minute, w3 = 12 * Self.minute
-        func message(_ m: InternalMessage) -> (key: String?, value: [UInt8]) {
-            var value: [UInt8] = []
-            m.encode(into: &value)
-            return (nil, value)
-        }
         let records: [(key: String?, value: [UInt8])] = [
             part(0, "home", w1, 2),                                            // 0
             part(0, "home", w2, 1),
@@ -244,7 +239,7 @@ final class WindowMergerRecoveryTests: XCTestCase {
             progress(0, w2 + 5_000),
             part(0, "home", w3, 4),
             progress(0, w3 + 5_000),                                           // 12
-            message(.progress(source: 1, watermark: w2 + 30_000, idle: true)),  // 13: w3 written without source 1
+            progress(1, w2 + 30_000, idle: true),                              // 13: w3 written without source 1
             part(1, "home", w3, 6), part(1, "cart", w3, 1),                    // 14: source 1 is back
             progress(1, w3 + 10_000),
             part(0, "home", w2, 1, late: 100),

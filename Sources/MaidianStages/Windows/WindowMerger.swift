@@ -154,19 +154,15 @@ final class WindowMerger: PartialMerger {
         // their offsets could be committed before those outputs are delivered.
         var touched: [Int32: (index: Int32, replay: Bool)] = [:]
         if topicIndexes.isEmpty { topicIndexes = sizes.map { output.topicIndex($0.countsTopic) } }
-        var lastReplay: [Int32: Int32] = [:]
         // Per internal partition, the first record not re-read: changed written keys are written again as
         // its outputs (never as a re-read record's, whose outputs are not produced: the first run may have
         // written them after the commit point).
         var firstLive: [Int32: Int32] = [:]
         for r in records {
             if !r.replay && firstLive[r.partition] == nil { firstLive[r.partition] = r.index }
-            // What re-read records complete is written (and not produced again) before later records count.
-            if !r.replay, let last = lastReplay.removeValue(forKey: r.partition) {
-                writeReady(partition: r.partition, record: last, replay: true, output: &output)
-                touched[r.partition] = (r.index, false)
-            }
-            if r.replay { lastReplay[r.partition] = r.index }
+            // Re-read records complete nothing (`writeReady`): what the batch completes belongs to its first
+            // live record of the partition.
+            if !r.replay, touched[r.partition]?.replay == true { touched[r.partition] = (r.index, false) }
             if touched[r.partition] == nil { touched[r.partition] = (r.index, r.replay) }
             let st = state(r.partition)
             guard InternalMessage.isBundle(r.value) else {
