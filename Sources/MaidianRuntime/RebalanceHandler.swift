@@ -37,11 +37,27 @@ final class RebalanceHandler {
     private(set) var awaitingAssignment = false
     /// Delivery failed on a revocation: the worker stops with it after the poll.
     private(set) var failure: RuntimeError?
-    /// Where a newly assigned partition without a committed offset starts (`KafkaConsumer.beginning` or `.end`,
-    /// the consumer's `auto.offset.reset`); nil: left to librdkafka. Said explicitly, librdkafka looks the offset
+    /// Where a newly assigned partition without a committed offset starts (0 or `KafkaConsumer.end`, the
+    /// consumer's `auto.offset.reset`); nil: left to librdkafka. Said explicitly, librdkafka looks the offset
     /// up at once; left to it, it first waits out a 100 ms offset-query backoff (2.0.2) per fresh partition,
     /// a tenth of a second at the start of every new group's run (bench/README.md, session 9).
     var freshStart: Int64?
+
+    /// `freshStart` for a consumer's `auto.offset.reset`: offset 0 for the beginning, `KafkaConsumer.end` for the end,
+    /// nil for `error` (librdkafka reports the missing offset).
+    ///
+    /// Offset 0, not the logical beginning: librdkafka looks a logical offset up first (a ListOffsets round trip),
+    /// and the fetch it sends meanwhile for the partitions already known (the empty internal ones of a new group)
+    /// waits out `fetch.wait.max.ms` before the raw partitions can be fetched: 0.1 s at the start of every new
+    /// group's run (bench/README.md, session 15). A partition whose log no longer starts at 0 (retention) answers
+    /// "out of range", and librdkafka resets it to its beginning by the same setting, without an error.
+    static func freshStart(autoOffsetReset: String?) -> Int64? {
+        switch autoOffsetReset?.lowercased() {
+        case "earliest", "smallest", "beginning": return 0
+        case "latest", "largest", "end": return KafkaConsumer.end
+        default: return nil
+        }
+    }
 
     init(topics: LaneTopics, books: PartitionBooks, committer: Committer, sourceKeepsState: Bool, host: any RebalanceHost, logger: Logger) {
         self.topics = topics

@@ -214,11 +214,7 @@ private final class State: RebalanceHost {
         ]
         for (k, v) in spec.source.kafka { consumerConfig[k] = v }
         self.consumer = try KafkaConsumer(config: consumerConfig, logger: logger)
-        switch (consumerConfig["auto.offset.reset"] ?? KafkaConsumer.defaultConfig["auto.offset.reset"])?.lowercased() {
-        case "earliest", "smallest", "beginning": freshStart = KafkaConsumer.beginning
-        case "latest", "largest", "end": freshStart = KafkaConsumer.end
-        default: freshStart = nil  // `error`: librdkafka reports the missing offset
-        }
+        freshStart = RebalanceHandler.freshStart(autoOffsetReset: consumerConfig["auto.offset.reset"] ?? KafkaConsumer.defaultConfig["auto.offset.reset"])
 
         var producerConfig: [String: String] = ["bootstrap.servers": bootstrap]
         for (k, v) in spec.producerKafka { producerConfig[k] = v }

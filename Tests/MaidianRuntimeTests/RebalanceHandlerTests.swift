@@ -149,6 +149,19 @@ final class RebalanceHandlerTests: XCTestCase {
         XCTAssertEqual(u.handler.startOffsets([raw(5)]), [raw(5): KafkaConsumer.end])
     }
 
+    /// The beginning is offset 0, said as an offset: a logical offset is looked up first, and meanwhile a fetch of
+    /// the partitions already started (a new group's empty internal ones) waits out `fetch.wait.max.ms`.
+    func testTheBeginningIsOffsetZeroAndTheEndStaysLogical() {
+        for name in ["earliest", "smallest", "beginning", "EARLIEST"] {
+            XCTAssertEqual(RebalanceHandler.freshStart(autoOffsetReset: name), 0, name)
+        }
+        for name in ["latest", "largest", "end"] {
+            XCTAssertEqual(RebalanceHandler.freshStart(autoOffsetReset: name), KafkaConsumer.end, name)
+        }
+        XCTAssertNil(RebalanceHandler.freshStart(autoOffsetReset: "error"), "librdkafka reports the missing offset")
+        XCTAssertNil(RebalanceHandler.freshStart(autoOffsetReset: nil))
+    }
+
     func testAPartitionFromAnotherWorkerRereadsFromItsReplayPoint() {
         let t = parts()
         let h = t.handler
