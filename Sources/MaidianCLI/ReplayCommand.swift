@@ -95,13 +95,13 @@ struct ReplayCommand: AsyncParsableCommand {
         let source = spec.source
         let restart = restart
         let planStart = ContinuousClock.now
+        let internalTopic = engine.repartitioning.map { _ in PipelineSpec.defaultPartialsTopic(group: replayGroup) }
         let plan = try await runOnThread {
             try ReplayPlan.make(
                 bootstrap: source.brokers, topic: source.topic, group: replayGroup, from: fromMillis, to: toMillis,
-                restart: restart, kafka: source.kafka, logger: logger)
+                restart: restart, internalTopic: internalTopic, kafka: source.kafka, logger: logger)
         }
         let outputs = Set(spec.outputTopics + engine.stages.flatMap(\.outputTopics)).sorted().map { $0 + outputSuffix }
-        let internalTopic = engine.repartitioning.map { _ in PipelineSpec.defaultPartialsTopic(group: replayGroup) }
         logger.notice(
             "replay of \(source.topic) from \(ReplayTime.describe(fromMillis)) to \(toMillis.map(ReplayTime.describe) ?? "the end offsets"): \(plan.records) records in \(plan.partitions.count) partitions (planned in \(GenCommand.seconds((ContinuousClock.now - planStart).milliseconds)) s), group \(replayGroup), writing to \(outputs.joined(separator: ", "))\(internalTopic.map { ", partial counts through \($0)" } ?? "")")
 

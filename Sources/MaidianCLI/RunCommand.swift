@@ -68,8 +68,13 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     /// The exit status of a failed worker: 3 for liveness failures, which an orchestrator should simply
-    /// restart, 2 for the rest (see docs/recovery.md).
+    /// restart, 1 for input newer than a finished bounded run of the group (a setting to change: the group),
+    /// 2 for the rest (see docs/recovery.md).
     static func exitStatus(_ error: any Error) -> Int32 {
-        (error as? RuntimeError)?.code == .liveness ? 3 : 2
+        switch (error as? RuntimeError)?.code {
+        case .liveness: 3
+        case .finishedGroup: 1
+        default: 2
+        }
     }
 }

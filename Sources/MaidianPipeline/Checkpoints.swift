@@ -10,22 +10,30 @@ public struct ReplayPoint: Sendable, Equatable {
     /// Of the record at `offset`, the first item to take: an internal record can bundle several messages,
     /// and those before this one were taken before the checkpoint. 0 for a source partition.
     public var item: Int32
+    /// Source partitions: a bounded run (`--until-end`) ended here, and the windows stage wrote out every window
+    /// and visit it had. The group's mergers then take nothing newer (docs/recovery.md §3a), so a later run that
+    /// finds records from this offset on stops instead of leaving them out of the windowed counts.
+    public var finished: Bool
 
-    public init(offset: Int64, maxEventTime: Int64?, item: Int32 = 0) {
+    public init(offset: Int64, maxEventTime: Int64?, item: Int32 = 0, finished: Bool = false) {
         self.offset = offset
         self.maxEventTime = maxEventTime
         self.item = item
+        self.finished = finished
     }
 
-    /// The metadata text: `maidian/1 replay_from=<offset> max_time=<ms or ->`, and ` item=<n>` when `item` is
-    /// not 0 (so every point without one reads as before).
+    /// The metadata text: `maidian/1 replay_from=<offset> max_time=<ms or ->`, then ` item=<n>` when `item` is
+    /// not 0 and ` finished` when `finished` (so every point without them reads as before).
     public var metadata: String {
         "maidian/1 replay_from=\(offset) max_time=\(maxEventTime.map(String.init) ?? "-")" + (item != 0 ? " item=\(item)" : "")
+            + (finished ? " finished" : "")
     }
 
     /// Parses `metadata`; nil for anything else (another tool's metadata, or none).
     public init?(metadata: String) {
-        let parts = metadata.split(separator: " ")
+        var parts = metadata.split(separator: " ")
+        finished = parts.count > 3 && parts.last == "finished"
+        if finished { parts.removeLast() }
         guard parts.count == 3 || parts.count == 4, parts[0] == "maidian/1",
               parts[1].hasPrefix("replay_from="), let o = Int64(parts[1].dropFirst(12)),
               parts[2].hasPrefix("max_time=") else { return nil }

@@ -101,7 +101,9 @@ final class Committer {
     private func replayPoint(_ s: Slot, next: Int64) -> ReplayPoint? {
         switch s.lane {
         case .source:
-            return target.sourcePoint(s.partition, next)
+            guard var point = target.sourcePoint(s.partition, next) else { return nil }
+            point.finished = books.source[s.partition].finishedAt == next
+            return point
         case .partials:
             // The merger's point as of `next` (a commit point: recorded after the batch that ended there).
             let book = books.partials
@@ -119,6 +121,15 @@ final class Committer {
             logger.info("\(topics.topicPartition(s)): giving up the commit of offset \(next): the partition moved on; its new owner re-reads from the last commit")
             uncommitted[s] = nil
         }
+    }
+
+    /// A source partition finished at `offset` (`PartitionState.finishedAt`): when everything before it is
+    /// delivered and committed already (a partition read to its end early in a bounded run), that offset is
+    /// committed once more, with the mark; otherwise the mark comes with the commit that reaches it.
+    func recommitFinished(_ partition: Int32, at offset: Int64) {
+        let s = Slot(lane: .source, partition: partition)
+        guard uncommitted[s] == nil, books.source[partition].committedFloor == offset, books.source[partition].lastCommitted == offset else { return }
+        uncommitted[s] = offset
     }
 
     /// A lost partition: nothing of it is committed.

@@ -56,6 +56,12 @@ struct PartitionState {
     /// Partials lane only: after each batch that read the partition, the next offset and the merger's replay
     /// point at that moment (a commit of that offset carries that point, not the merger's later state).
     var mergerPoints: [(next: Int64, point: ReplayPoint)] = []
+    /// Source lane: this worker's bounded run wrote out the partition's windows here (`Worker`'s end of input);
+    /// its commit of this offset says so (`ReplayPoint.finished`).
+    var finishedAt: Int64?
+    /// Source lane: the committed offset at which an earlier bounded run of the group finished the partition
+    /// (read at assignment). Records from here on are newer than what the group's mergers take.
+    var finishedBefore: Int64?
 }
 
 /// The worker's book of one lane: which partitions it holds, which an eager rebalance took pending the

@@ -165,6 +165,7 @@ final class RebalanceHandler {
                 continue
             }
             host.restore(s, from: point)
+            if s.lane == .source && point.finished { book[s.partition].finishedBefore = c.offset }
             guard point.offset < c.offset else { continue }
             book[s.partition].position = point.offset
             book[s.partition].replayUntil = c.offset

@@ -1,5 +1,6 @@
 import Logging
 import MaidianKafka
+import MaidianPipeline
 
 /// Where a replay of the raw topic starts and stops, per partition (`maidian replay`).
 ///
@@ -11,7 +12,10 @@ import MaidianKafka
 ///   `KafkaConsumer.firstOffset(atOrAfter:in:timeout:)`). The plan **commits** these offsets for the replay
 ///   group before the worker joins it, like `kafka-consumer-groups --reset-offsets --to-datetime`, so the
 ///   worker starts there through the ordinary group protocol. A replay group that already has committed
-///   offsets resumes from them (an interrupted replay continues) unless `restart` is set.
+///   offsets resumes from them (an interrupted replay continues) unless `restart` is set. A restart also starts
+///   the group's merge of windowed counts over: its internal partitions are committed at their end with an
+///   empty replay point, so that the earlier run's partials (and its final progress, after which a merger takes
+///   nothing) are not read again (docs/recovery.md §3a).
 /// - Stop: the first offset whose timestamp is after `to`, and never past the end offset the partition had
 ///   when the plan was made. The worker skips records from the stop offset on and finishes like
 ///   `run --until-end` once every partition reached its stop offset.
@@ -57,9 +61,10 @@ public struct ReplayPlan: Sendable {
     ///   - from: Start time, ms since the epoch (record timestamps).
     ///   - to: End time, ms, inclusive; nil: up to the end offsets at the time of the call.
     ///   - kafka: Extra librdkafka consumer properties (the pipeline's `source.kafka`: security settings, ...).
+    ///   - internalTopic: The group's internal partials topic when the pipeline merges windowed counts.
     public static func make(
         bootstrap: String, topic: String, group: String, from: Int64, to: Int64?, restart: Bool = false,
-        kafka: [String: String] = [:], timeout: Duration = .seconds(30), logger: Logger
+        internalTopic: String? = nil, kafka: [String: String] = [:], timeout: Duration = .seconds(30), logger: Logger
     ) throws -> ReplayPlan {
         var config = kafka
         config["bootstrap.servers"] = bootstrap
@@ -92,8 +97,16 @@ public struct ReplayPlan: Sendable {
                 toCommit[tp] = min(start, stop)
             }
         }
+        var commits = toCommit.mapValues { CommittedOffset(offset: $0, metadata: "") }
+        if restart, let internalTopic {
+            let count = try consumer.partitionCount(topic: internalTopic, timeout: timeout)
+            var ends: [Int32: Int64] = [:]
+            for q in 0..<Int32(count) { ends[q] = try consumer.watermarks(TopicPartition(topic: internalTopic, partition: q), timeout: timeout).high }
+            commits.merge(restartedMerge(topic: internalTopic, ends: ends)) { a, _ in a }
+            logger.info("replay restart: the merge of windowed counts starts over at the end of \(internalTopic)")
+        }
         do {
-            try consumer.commitSync(offsets: toCommit, timeout: timeout)
+            try consumer.commitSync(offsets: commits, timeout: timeout)
         } catch let e as KafkaError where e.isRebalanceError {
             // Kafka takes offsets from outside a group only while it has no members (librdkafka's mock
             // cluster: only for a group it has never seen).
@@ -106,5 +119,15 @@ public struct ReplayPlan: Sendable {
             logger.info("replay \(topic)[\(p.partition)]: offsets \(p.start)..<\(p.stop) (\(p.records) records; \(how))")
         }
         return plan
+    }
+    /// The commits that start a group's merge over at the end of its internal topic (`restart`): each partition
+    /// at its end offset, with a replay point that says nothing was written yet (not "the end", after which a
+    /// merger takes nothing).
+    static func restartedMerge(topic: String, ends: [Int32: Int64]) -> [TopicPartition: CommittedOffset] {
+        var out: [TopicPartition: CommittedOffset] = [:]
+        for (q, end) in ends {
+            out[TopicPartition(topic: topic, partition: q)] = CommittedOffset(offset: end, metadata: ReplayPoint(offset: end, maxEventTime: nil).metadata)
+        }
+        return out
     }
 }

@@ -19,6 +19,10 @@ public struct RuntimeError: Error, CustomStringConvertible {
         /// The whole process was frozen (SIGSTOP, a paused machine) for longer than the group waits for a
         /// heartbeat: its partitions may belong to another worker now, so it stops without writing or committing.
         case liveness
+        /// Input newer than where a bounded run of the group finished a partition, in a pipeline whose windowed
+        /// counts are merged: the group's mergers take nothing after their end, so it would be left out of them.
+        /// The worker stops before processing it; a new group is the way on (exit status 1, as a setting).
+        case finishedGroup
     }
     public var code: Code
     public var message: String
@@ -150,6 +154,8 @@ private final class State: RebalanceHost {
     lazy var rebalances = RebalanceHandler(
         topics: topics, books: books, committer: committer, sourceKeepsState: engine.stateHorizon > 0, host: self, logger: logger)
     let sourceTopic: String
+    /// The consumer group (`source.group`).
+    let group: String
     /// The stage that repartitions through an internal topic, and that topic.
     let repartitioning: (any Repartitioning)?
     let internalTopic: String?
@@ -183,6 +189,7 @@ private final class State: RebalanceHost {
         self.options = options
         self.logger = logger
         self.sourceTopic = spec.source.topic
+        self.group = spec.source.group
         try spec.requireOutputs()
         self.engine = try PipelineEngine(spec: spec, registry: registry, logger: logger)
         self.repartitioning = engine.repartitioning
@@ -339,6 +346,7 @@ private final class State: RebalanceHost {
                     batch.records[r].replay = true
                 }
             }
+            if repartitioning != nil { try refuseInputAfterFinish() }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
                 if !batch.records.isEmpty {
                     finishedState = false
@@ -396,6 +404,14 @@ private final class State: RebalanceHost {
                     internalRecords.removeAll(keepingCapacity: true)
                     repartitioning?.tick(held: heldSource, output: &output)
                     try engine.finish(output: &output)
+                    // Every window is written out here: the commit of this position says so (`ReplayPoint.finished`).
+                    if repartitioning != nil {
+                        for p in heldSource {
+                            guard let position = sourceBook[p].position else { continue }
+                            sourceBook[p].finishedAt = position
+                            committer.recommitFinished(p, at: position)
+                        }
+                    }
                     try produceOutputs()
                     // This worker's mergers read these partials back before it can end: send them now.
                     if repartitioning != nil { sender.push() }
@@ -472,6 +488,17 @@ private final class State: RebalanceHost {
                 return end <= 0 || (committed[tp]?.offset ?? -1) >= end
             }
             return committed[tp].flatMap { ReplayPoint(metadata: $0.metadata) }?.maxEventTime == .max
+        }
+    }
+
+    /// Stops before a record newer than where an earlier bounded run of the group finished its partition. That
+    /// run wrote out every window and sent its final progress; the group's mergers take no partial after every
+    /// source's final progress (a source read again sends copies then, which they cannot tell from newer
+    /// input), so this record's windowed counts would be left out without a word (docs/recovery.md §3a).
+    func refuseInputAfterFinish() throws {
+        for r in batch.records where r.status != .dropped && !r.replay {
+            guard let finished = books.source[r.partition].finishedBefore, r.offset >= finished else { continue }
+            throw RuntimeError(.finishedGroup, "\(sourceTopic)[\(r.partition)] has records from offset \(r.offset) on, newer than offset \(finished), where a bounded run (--until-end) of group '\(group)' finished the partition: that run wrote out every window, and the group's windowed counts take nothing newer, so these records would be left out of them. Run newer input under a new group (source.group or MAIDIAN_GROUP; for `maidian replay`: --restart, or another --group), and to process a topic in installments, run one live group instead of bounded runs (docs/recovery.md §3a)")
         }
     }
 

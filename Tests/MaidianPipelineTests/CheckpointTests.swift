@@ -10,11 +10,16 @@ final class CheckpointTests: XCTestCase {
             ReplayPoint(offset: 12_345, maxEventTime: 1_763_700_000_000),
             ReplayPoint(offset: .max, maxEventTime: -5),
             ReplayPoint(offset: 7, maxEventTime: .min),
+            ReplayPoint(offset: 7, maxEventTime: 3, item: 2),
+            ReplayPoint(offset: 900, maxEventTime: 1_763_700_000_000, finished: true),
+            ReplayPoint(offset: 900, maxEventTime: nil, item: 4, finished: true),
         ] {
             XCTAssertEqual(ReplayPoint(metadata: point.metadata), point, point.metadata)
         }
         XCTAssertEqual(ReplayPoint(offset: 42, maxEventTime: 1_000).metadata, "maidian/1 replay_from=42 max_time=1000")
         XCTAssertEqual(ReplayPoint(offset: 42, maxEventTime: nil).metadata, "maidian/1 replay_from=42 max_time=-")
+        XCTAssertEqual(ReplayPoint(offset: 42, maxEventTime: 5, finished: true).metadata, "maidian/1 replay_from=42 max_time=5 finished")
+        XCTAssertEqual(ReplayPoint(metadata: "maidian/1 replay_from=42 max_time=5")?.finished, false, "a point written before the flag existed")
     }
 
     func testForeignMetadataIsRejected() {
@@ -24,6 +29,8 @@ final class CheckpointTests: XCTestCase {
             "maidian/1 replay_from=x max_time=2", "maidian/1 replay_from=1 max_time=soon",
             "maidian/1 replay_from= max_time=-", "maidian/1 replay_from=1 max_time=",
             "maidian/1 replay_from=99999999999999999999 max_time=-",
+            "maidian/1 replay_from=1 finished", "maidian/1 replay_from=1 max_time=2 finished finished",
+            "maidian/1 replay_from=1 max_time=2 item=0 finished", "finished",
         ] {
             XCTAssertNil(ReplayPoint(metadata: text), text)
         }

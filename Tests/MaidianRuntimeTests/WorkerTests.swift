@@ -270,6 +270,66 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(try env.readAll("events.enriched", partitions: 4).count, 200)
     }
 
+    // MARK: - input after a finished bounded run
+
+    /// A bounded run writes out every window at its end, and the group's mergers take nothing after every
+    /// source's final progress. A later run of the group that finds newer input stops before processing it
+    /// (it would be left out of the windowed counts without a word); one that finds none ends as before.
+    func testInputNewerThanAFinishedBoundedRunStopsTheWorkerInsteadOfLeavingItOutOfTheCounts() throws {
+        let env = try Env(rawPartitions: 2, maxBatch: 10, stages: Self.windowsStages)
+        for t in ["metrics.counts", "metrics.dwell", "crash.trails"] { try env.broker.createTopic(t, partitions: 1) }
+        try env.broker.createTopic(PipelineSpec.defaultPartialsTopic(group: env.group), partitions: 1)
+        // Partition 0 is read to its end in the first batch, and committed there (once a second) long before the
+        // run's end, slowed down: its mark comes with a second commit of the same offset.
+        try env.produce(Self.views(0..<10, partition: 0) + Self.views(10..<100, partition: 1))
+        let first = WorkerThread(try env.worker(untilEnd: true) { $0.hook = SlowBatches(seconds: 0.25) })
+        XCTAssertTrue(first.wait(seconds: 120), "bounded run did not return")
+        XCTAssertNil(first.error)
+        let ends = try env.endOffsets("events.raw", partitions: 2)
+        let reader = try KafkaConsumer(config: ["bootstrap.servers": env.broker.bootstrapServers, "group.id": env.group], logger: env.logger)
+        let committed = try reader.committedWithMetadata(Array(ends.keys), timeout: .seconds(10))
+        try reader.close()
+        for (tp, end) in ends {
+            XCTAssertEqual(committed[tp]?.offset, end)
+            XCTAssertEqual(committed[tp].flatMap { ReplayPoint(metadata: $0.metadata) }?.finished, true, "\(tp): \(committed[tp]?.metadata ?? "-")")
+        }
+
+        try env.runWorker(untilEnd: true, timeout: 120)  // nothing newer: ends as before
+
+        try env.produce(Self.views(100..<120, partition: 0))
+        XCTAssertThrowsError(try env.runWorker(untilEnd: true, timeout: 120)) { error in
+            XCTAssertEqual((error as? RuntimeError)?.code, .finishedGroup, "\(error)")
+            XCTAssertTrue("\(error)".contains("new group"), "\(error)")
+        }
+        XCTAssertEqual(try env.readAll("events.enriched", partitions: 4).count, 100, "nothing of the newer input was processed")
+        XCTAssertEqual(try env.committed(partitions: 2), ends, "nor committed")
+    }
+
+    /// Without windowed counts nothing is final at a bounded run's end: a later run of the group goes on with
+    /// newer input.
+    func testWithoutWindowsALaterBoundedRunGoesOnWithNewerInput() throws {
+        let env = try Env(rawPartitions: 2)
+        try env.produce(Self.views(0..<50))
+        try env.runWorker(untilEnd: true, timeout: 120)
+        try env.produce(Self.views(50..<80))
+        try env.runWorker(untilEnd: true, timeout: 120)
+        XCTAssertEqual(try env.readAll("events.enriched", partitions: 4).count, 80)
+    }
+
+    static var windowsStages: String {
+        let rules = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("testdata/traffic/rules-sample.yaml").path
+        return "  - kind: validate\n  - kind: match\n    rules: \(rules)\n    reload: false\n  - kind: windows\n    window: 60s"
+    }
+
+    /// Page views, one per record, spread over two partitions (or all in `partition`).
+    static func views(_ ids: Range<Int>, partition: Int32? = nil) -> [Raw] {
+        ids.map { i in
+            let json = "[" + track(id: Int64(i) * 1000, distinctID: "user\(i % 7)", event: "$AppViewScreen") + "]"
+            return Raw(key: "install-\(i % 7)", value: Array(json.utf8), partition: partition ?? Int32(i % 2))
+        }
+    }
+
     // MARK: - Helpers
 
     static func track(id: Int64, distinctID: String = "u1", event: String = "$AppClick") -> String {
