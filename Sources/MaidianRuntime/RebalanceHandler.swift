@@ -46,11 +46,13 @@ final class RebalanceHandler {
     /// `freshStart` for a consumer's `auto.offset.reset`: offset 0 for the beginning, `KafkaConsumer.end` for the end,
     /// nil for `error` (librdkafka reports the missing offset).
     ///
-    /// Offset 0, not the logical beginning: librdkafka looks a logical offset up first (a ListOffsets round trip),
-    /// and the fetch it sends meanwhile for the partitions already known (the empty internal ones of a new group)
-    /// waits out `fetch.wait.max.ms` before the raw partitions can be fetched: 0.1 s at the start of every new
-    /// group's run (bench/README.md, session 15). A partition whose log no longer starts at 0 (retention) answers
-    /// "out of range", and librdkafka resets it to its beginning by the same setting, without an error.
+    /// Offset 0, not the logical beginning, for the source partitions; the internal ones keep the logical beginning
+    /// (`startOffsets`). librdkafka looks a logical offset up first (a ListOffsets round trip) and sends a fetch as
+    /// soon as one partition is fetchable: when that was an internal partition of a new group (empty), the fetch
+    /// waited out `fetch.wait.max.ms` before the raw partitions could be fetched, 0.1 s at the start of every new
+    /// group's run (bench/README.md, session 15). Now the raw partitions are fetchable first, and the first fetch
+    /// brings records. A partition whose log no longer starts at 0 (retention) answers "out of range", and
+    /// librdkafka resets it to its beginning by the same setting, without an error.
     static func freshStart(autoOffsetReset: String?) -> Int64? {
         switch autoOffsetReset?.lowercased() {
         case "earliest", "smallest", "beginning": return 0
@@ -153,7 +155,9 @@ final class RebalanceHandler {
             drop([s])
             book[s.partition].lastCommitted = c?.offset
             guard let c else {
-                if let fresh { starts[tp] = fresh }
+                // The internal partitions at the logical beginning: librdkafka looks that up first (a round trip),
+                // so the raw partitions are fetchable first and the first fetch brings records (`freshStart`).
+                if let fresh { starts[tp] = s.lane == .partials && fresh == 0 ? KafkaConsumer.beginning : fresh }
                 continue
             }
             book[s.partition].position = c.offset

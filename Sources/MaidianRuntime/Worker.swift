@@ -315,6 +315,7 @@ private final class State: RebalanceHost {
                 rest.reset()
             } else {
                 let pollStart = ContinuousClock.now
+                let assignedBefore = rebalances.hadAssignment
                 profile.startCPU()
                 let got = try consumer.poll(maxMessages: options.maxBatch, timeout: options.pollTimeout) { msg in
                     if msg.topic == sourceTopic {
@@ -331,7 +332,8 @@ private final class State: RebalanceHost {
                 }
                 profile.add(.poll, since: pollStart)
                 // Before the first assignment every poll is empty (the group's first join waits 3 s on the mock).
-                if got == 0 && rebalances.hadAssignment { profile.emptyPoll(took: ContinuousClock.now - pollStart) }
+                // Not the poll that brought the assignment: its wait before it was for the group, not for records.
+                if got == 0 && assignedBefore { profile.emptyPoll(took: ContinuousClock.now - pollStart) }
             }
             try checkFrozen(since: iterationStart)
             let polled = ContinuousClock.now

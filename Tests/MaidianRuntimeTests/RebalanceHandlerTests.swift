@@ -160,6 +160,13 @@ final class RebalanceHandlerTests: XCTestCase {
         }
         XCTAssertNil(RebalanceHandler.freshStart(autoOffsetReset: "error"), "librdkafka reports the missing offset")
         XCTAssertNil(RebalanceHandler.freshStart(autoOffsetReset: nil))
+
+        // The internal partitions keep the logical beginning: looked up first, they become fetchable after the raw
+        // ones, so the first fetch holds the raw partitions (with records) and is answered at once.
+        let t = parts()
+        t.handler.freshStart = 0
+        t.handler.handle(.assigned([raw(4), merged(0)]))
+        XCTAssertEqual(t.handler.startOffsets([raw(4), merged(0)]), [raw(4): 0, merged(0): KafkaConsumer.beginning])
     }
 
     func testAPartitionFromAnotherWorkerRereadsFromItsReplayPoint() {
