@@ -120,6 +120,7 @@ public struct ReplayPlan: Sendable {
         }
         return plan
     }
+
     /// The commits that start a group's merge over at the end of its internal topic (`restart`): each partition
     /// at its end offset, with a replay point that says nothing was written yet (not "the end", after which a
     /// merger takes nothing).
