@@ -29,6 +29,34 @@ final class RecoveryTests: XCTestCase {
         try c.check(exact: true)
     }
 
+    /// A bounded run's end is final for the group's windowed counts (docs/recovery.md §3a): a second
+    /// `--until-end` run of the group over records produced after the first finished exits 1, names the way on
+    /// (a new group) and processes and commits nothing. (It used to exit 0 with the newer records left out of
+    /// `metrics.counts`.)
+    func testABoundedRunOverInputNewerThanAFinishedOneExitsOneAndSaysWhy() throws {
+        let c = try SampleCluster()
+        let lines = try String(contentsOf: SampleCluster.sample, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: true)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("maidian-tests-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let halves = [lines[..<(lines.count / 2)], lines[(lines.count / 2)...]].enumerated().map { i, part in
+            let url = dir.appendingPathComponent("\(c.group)-half\(i).ndjson")
+            try? (part.joined(separator: "\n") + "\n").write(to: url, atomically: true, encoding: .utf8)
+            return url.path
+        }
+        let first = try c.produce(halves[0])
+        let w1 = try c.startWorker("first", untilEnd: true)
+        XCTAssertEqual(w1.wait(timeout: 180), 0, "first bounded run; stderr:\n\(w1.stderr.suffix(3000))")
+        XCTAssertEqual(try c.committedTotal(), Int64(first))
+        let enriched = try c.endOffset("events.enriched")
+
+        XCTAssertEqual(try c.produce(halves[1]), c.records - first)
+        let w2 = try c.startWorker("second", untilEnd: true)
+        XCTAssertEqual(w2.wait(timeout: 180), 1, "second bounded run over newer input; stderr:\n\(w2.stderr.suffix(3000))")
+        XCTAssertTrue(w2.stderr.contains("new group"), w2.stderr.suffix(3000).description)
+        XCTAssertEqual(try c.committedTotal(), Int64(first), "nothing of the newer input committed")
+        XCTAssertEqual(try c.endOffset("events.enriched"), enriched, "nor written")
+    }
+
     /// `partition.assignment.strategy: cooperative-sticky`: members join and leave with incremental
     /// rebalances, in which librdkafka 2.0.2 pauses and resumes the partitions a member keeps and its batch
     /// consume then skips messages (fixed in 2.1.0): the worker notices the gap and reads them again. On the
