@@ -101,8 +101,10 @@ final class Committer {
     private func replayPoint(_ s: Slot, next: Int64) -> ReplayPoint? {
         switch s.lane {
         case .source:
-            guard var point = target.sourcePoint(s.partition, next) else { return nil }
-            point.finished = books.source[s.partition].finishedAt == next
+            let finished = books.source[s.partition].finishedAt == next
+            // A partition finished with no record read (empty) has no clock: nothing to re-read before `next`.
+            guard var point = target.sourcePoint(s.partition, next) ?? (finished ? ReplayPoint(offset: next, maxEventTime: nil) : nil) else { return nil }
+            point.finished = finished
             return point
         case .partials:
             // The merger's point as of `next` (a commit point: recorded after the batch that ended there).
@@ -126,10 +128,15 @@ final class Committer {
     /// A source partition finished at `offset` (`PartitionState.finishedAt`): when everything before it is
     /// delivered and committed already (a partition read to its end early in a bounded run), that offset is
     /// committed once more, with the mark; otherwise the mark comes with the commit that reaches it.
+    /// A partition with nothing read and nothing committed (empty at the start) is committed at `offset` (0).
     func recommitFinished(_ partition: Int32, at offset: Int64) {
         let s = Slot(lane: .source, partition: partition)
-        guard uncommitted[s] == nil, books.source[partition].committedFloor == offset, books.source[partition].lastCommitted == offset else { return }
-        uncommitted[s] = offset
+        let state = books.source[partition]
+        guard uncommitted[s] == nil else { return }
+        if state.committedFloor == offset && state.lastCommitted == offset || state.position == nil && state.committedFloor == nil {
+            books.source[partition].committedFloor = offset
+            uncommitted[s] = offset
+        }
     }
 
     /// A lost partition: nothing of it is committed.

@@ -409,7 +409,8 @@ private final class State: RebalanceHost {
                     // Every window is written out here: the commit of this position says so (`ReplayPoint.finished`).
                     if repartitioning != nil {
                         for p in heldSource {
-                            guard let position = sourceBook[p].position else { continue }
+                            // A partition with no record and no commit (empty at the start) ends at 0.
+                            guard let position = sourceBook[p].position ?? (sourceBook.endOffsets[p] == 0 ? 0 : nil) else { continue }
                             sourceBook[p].finishedAt = position
                             committer.recommitFinished(p, at: position)
                         }
