@@ -133,7 +133,9 @@ final class Committer {
         let s = Slot(lane: .source, partition: partition)
         let state = books.source[partition]
         guard uncommitted[s] == nil else { return }
-        if state.committedFloor == offset && state.lastCommitted == offset || state.position == nil && state.committedFloor == nil {
+        let committedThere = state.committedFloor == offset && state.lastCommitted == offset
+        let empty = state.position == nil && state.committedFloor == nil
+        if committedThere || empty {
             books.source[partition].committedFloor = offset
             uncommitted[s] = offset
         }

@@ -42,6 +42,9 @@ final class RebalanceHandler {
     /// up at once; left to it, it first waits out a 100 ms offset-query backoff (2.0.2) per fresh partition,
     /// a tenth of a second at the start of every new group's run (bench/README.md, session 9).
     var freshStart: Int64?
+    /// The pipeline merges windowed counts through the internal topic: only then is a source partition's
+    /// `finished` mark kept (`PartitionState.finishedBefore`); without windows nothing is final at a run's end.
+    var mergesWindows = false
 
     /// `freshStart` for a consumer's `auto.offset.reset`: offset 0 for the beginning, `KafkaConsumer.end` for the end,
     /// nil for `error` (librdkafka reports the missing offset).
@@ -169,7 +172,7 @@ final class RebalanceHandler {
                 continue
             }
             host.restore(s, from: point)
-            if s.lane == .source && point.finished { book[s.partition].finishedBefore = c.offset }
+            if s.lane == .source && point.finished && mergesWindows { book[s.partition].finishedBefore = c.offset }
             guard point.offset < c.offset else { continue }
             book[s.partition].position = point.offset
             book[s.partition].replayUntil = c.offset

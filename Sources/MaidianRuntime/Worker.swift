@@ -261,6 +261,7 @@ private final class State: RebalanceHost {
             self.liveness.beat()  // a handler may block (flush, commit): that is progress, not a stall
         }
         rebalances.freshStart = freshStart
+        rebalances.mergesWindows = repartitioning != nil
         consumer.startOffsets = { [unowned self] tps in self.rebalances.startOffsets(tps) }
         let sourceBook = books.source
         consumer.onPartitionEOF = { [unowned self] tp, offset in
@@ -344,11 +345,13 @@ private final class State: RebalanceHost {
             internalRecords.removeAll { !partialsBook.isHeld($0.partition) }
             try keepReadingContiguous()
             for r in 0..<batch.records.count {
-                if let until = sourceBook[batch.records[r].partition].replayUntil, batch.records[r].offset < until {
+                let reading = sourceBook[batch.records[r].partition]
+                if let until = reading.replayUntil, batch.records[r].offset < until {
                     batch.records[r].replay = true
+                } else if let finished = reading.finishedBefore, batch.records[r].offset >= finished, batch.records[r].status != .dropped {
+                    throw inputAfterFinish(batch.records[r].partition, offset: batch.records[r].offset, finished: finished)
                 }
             }
-            if repartitioning != nil { try refuseInputAfterFinish() }
             if !batch.records.isEmpty || !internalRecords.isEmpty {
                 if !batch.records.isEmpty {
                     finishedState = false
@@ -494,15 +497,13 @@ private final class State: RebalanceHost {
         }
     }
 
-    /// Stops before a record newer than where an earlier bounded run of the group finished its partition. That
-    /// run wrote out every window and sent its final progress; the group's mergers take no partial after every
-    /// source's final progress (a source read again sends copies then, which they cannot tell from newer
-    /// input), so this record's windowed counts would be left out without a word (docs/recovery.md §3a).
-    func refuseInputAfterFinish() throws {
-        for r in batch.records where r.status != .dropped && !r.replay {
-            guard let finished = books.source[r.partition].finishedBefore, r.offset >= finished else { continue }
-            throw RuntimeError(.finishedGroup, "\(sourceTopic)[\(r.partition)] has records from offset \(r.offset) on, newer than offset \(finished), where a bounded run (--until-end) of group '\(group)' finished the partition: that run wrote out every window, and the group's windowed counts take nothing newer, so these records would be left out of them. Run newer input under a new group (source.group or MAIDIAN_GROUP; for `maidian replay`: --restart, or another --group), and to process a topic in installments, run one live group instead of bounded runs (docs/recovery.md §3a)")
-        }
+    /// The error that stops the worker before a record newer than where an earlier bounded run of the group
+    /// finished its partition (`finishedBefore`, set only when the pipeline merges windows). That run wrote out
+    /// every window and sent its final progress; the group's mergers take no partial after every source's final
+    /// progress (a source read again sends copies then, which they cannot tell from newer input), so this
+    /// record's windowed counts would be left out without a word (docs/recovery.md §3a).
+    func inputAfterFinish(_ partition: Int32, offset: Int64, finished: Int64) -> RuntimeError {
+        RuntimeError(.finishedGroup, "\(sourceTopic)[\(partition)] has records from offset \(offset) on, newer than offset \(finished), where a bounded run (--until-end) of group '\(group)' finished the partition: that run wrote out every window, and the group's windowed counts take nothing newer, so these records would be left out of them. Run newer input under a new group (source.group or MAIDIAN_GROUP; for `maidian replay`: --restart, or another --group), and to process a topic in installments, run one live group instead of bounded runs (docs/recovery.md §3a)")
     }
 
     /// Drops records read before and sends partitions with a gap back to where they should be read (`GapGuard`).
