@@ -33,3 +33,32 @@ public struct Hash64 {
 
     @inlinable public var value: UInt64 { Hash64.mix(h, 0x8EBC_6AF0_9C88_C6E3) }
 }
+
+/// 64-bit FNV-1a: a hash whose values never change between versions or processes, for what several workers
+/// must agree on (the internal partition of a windowed key) and for tables generated ahead of use. Slower than
+/// `Hash64` (a multiply per byte): use it only where a value is shared or kept.
+public enum StableHash {
+    /// FNV-1a of `bytes`; with `lowercasingASCII`, of the bytes with ASCII `A`–`Z` as `a`–`z` (other bytes as
+    /// they are), so that texts differing only in ASCII case hash alike.
+    @inlinable @inline(__always)
+    public static func fnv1a(_ bytes: ByteView, lowercasingASCII: Bool = false) -> UInt64 {
+        let n = bytes.count
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325  // the offset basis
+        var i = 0
+        while i < n {
+            var b = bytes[i]
+            if lowercasingASCII && b >= 0x41 && b <= 0x5A { b |= 0x20 }
+            h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3  // the prime
+            i &+= 1
+        }
+        return h
+    }
+
+    /// FNV-1a of a sequence of bytes.
+    @inlinable
+    public static func fnv1a<C: Sequence<UInt8>>(_ bytes: C) -> UInt64 {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+        return h
+    }
+}

@@ -600,16 +600,11 @@ struct DeviceCatalog: Sendable {
         return Int(truncatingIfNeeded: h) & (shortSlots - 1)
     }
 
-    /// FNV-1a, optionally over ASCII-lower-cased bytes, with a final mix (the table indexes by the low bits).
+    /// FNV-1a (`StableHash`), optionally over ASCII-lower-cased bytes, with a final mix (the table indexes by
+    /// the low bits).
     @inline(__always)
     static func hash(_ p: ByteView, lower: Bool) -> UInt64 {
-        let n = p.count
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        var i = 0
-        while i < n {
-            h = (h ^ UInt64(lower ? DeviceASCII.lower(p[i]) : p[i])) &* 0x0000_0100_0000_01B3
-            i &+= 1
-        }
+        var h = StableHash.fnv1a(p, lowercasingASCII: lower)
         h ^= h >> 32
         h = h &* 0xD6E8_FEB8_6659_FD93
         h ^= h >> 32

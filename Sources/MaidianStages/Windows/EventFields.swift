@@ -87,13 +87,3 @@ struct RecentTexts {
         numbers = (-1, -1)
     }
 }
-
-/// FNV-1a: a stable hash for choosing internal partitions (every worker must agree).
-func stableHash<C: Sequence<UInt8>>(_ bytes: C) -> UInt64 {
-    var h: UInt64 = 0xCBF2_9CE4_8422_2325
-    for b in bytes {
-        h ^= UInt64(b)
-        h = h &* 0x100_0000_01B3
-    }
-    return h
-}

@@ -346,7 +346,7 @@ final class WindowsEmitter {
                               record: Int32, output: inout OutputBuffer) {
         headBuffer.removeAll(keepingCapacity: true)
         catalog.appendHead(agg, to: &headBuffer)
-        let target = Int32(truncatingIfNeeded: stableHash(key.elements) % UInt64(partialsPartitions))
+        let target = Int32(truncatingIfNeeded: StableHash.fnv1a(key) % UInt64(partialsPartitions))
         headBuffer.withByteView { head in
             bundler.add(partition: target, record: record, key: key, output: &output, topic: topicPartials) { out in
                 InternalMessage.encodePartial(sourcePartition: sourcePartition, windowEnd: agg.windowEnd, head: head, count: agg.count,
