@@ -23,6 +23,8 @@ public final class KafkaConsumer {
     /// Topic names by librdkafka topic pointer, so messages carry a `String` without allocating.
     private var topicNames: [UnsafeMutableRawPointer: String] = [:]
     private var topicNamesGeneration = 0
+    /// The last topic pointer `topicName` answered for, and its name.
+    private var lastTopic: (pointer: UnsafeMutableRawPointer?, name: String) = (nil, "")
     private var closed = false
 
     /// Defaults added under the caller's `config` (the caller wins).
@@ -387,12 +389,20 @@ public final class KafkaConsumer {
         if topicNamesGeneration != context.revocations {
             // Topic objects may be freed once unassigned: do not trust old pointers.
             topicNames.removeAll(keepingCapacity: true)
+            lastTopic = (nil, "")
             topicNamesGeneration = context.revocations
         }
         let key = UnsafeMutableRawPointer(rkt)
-        if let name = topicNames[key] { return name }
-        let name = String(cString: rd_kafka_topic_name(rkt))
-        topicNames[key] = name
+        // A poll's messages come in runs of one topic: the last answer spares a dictionary look-up each.
+        if key == lastTopic.pointer { return lastTopic.name }
+        let name: String
+        if let known = topicNames[key] {
+            name = known
+        } else {
+            name = String(cString: rd_kafka_topic_name(rkt))
+            topicNames[key] = name
+        }
+        lastTopic = (key, name)
         return name
     }
 

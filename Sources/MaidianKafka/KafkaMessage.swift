@@ -50,10 +50,16 @@ public struct KafkaMessage {
     /// The value of the first header called `name` (case-sensitive); nil if there is none.
     /// A header with a null value gives an empty buffer. Valid only inside the poll closure.
     public func header(_ name: String) -> UnsafeRawBufferPointer? {
+        header(KafkaHeaderName(name))
+    }
+
+    /// The value of the first header called `name`, as `header(_: String)`. For names looked up in every
+    /// message: the C string is made once, where a `String` argument is converted (allocated) per call.
+    public func header(_ name: KafkaHeaderName) -> UnsafeRawBufferPointer? {
         guard let headers else { return nil }
         var value: UnsafeRawPointer?
         var size = 0
-        let err = rd_kafka_header_get(headers, 0, name, &value, &size)
+        let err = name.cString.withUnsafeBufferPointer { rd_kafka_header_get(headers, 0, $0.baseAddress, &value, &size) }
         guard err == RD_KAFKA_RESP_ERR_NO_ERROR else { return nil }
         return UnsafeRawBufferPointer(start: value, count: value != nil ? size : 0)
     }
@@ -70,4 +76,12 @@ public struct KafkaMessage {
             index += 1
         }
     }
+}
+
+/// A header name made ready for `KafkaMessage.header(_:)` once: its NUL-terminated bytes.
+public struct KafkaHeaderName: Sendable {
+    let cString: ContiguousArray<CChar>
+
+    /// The header called `name` (case-sensitive).
+    public init(_ name: String) { cString = name.utf8CString }
 }

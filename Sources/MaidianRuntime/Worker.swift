@@ -135,6 +135,11 @@ private final class State: RebalanceHost {
     /// Produces the outputs and counts their delivery reports (in its `OffsetTracker`) on a thread of its own.
     let sender: OutputSender
     let liveness: Liveness
+    /// The raw record headers the decoder reads (wire format §1), looked up in every record.
+    static let ipHeader = KafkaHeaderName("ip")
+    static let receivedAtHeader = KafkaHeaderName("received_at")
+    static let uaHeader = KafkaHeaderName("ua")
+    static let projectHeader = KafkaHeaderName("project")
     var batch = EventBatch()
     /// Records of a poll past the batch bound (`source.limits.max_batch_bytes`): the next batch.
     var rest = EventBatch()
@@ -324,8 +329,8 @@ private final class State: RebalanceHost {
                         batch.appendRecord(
                             topic: topicIndex, partition: msg.partition, offset: msg.offset, timestamp: msg.timestamp ?? 0,
                             key: msg.key.count > 0 ? msg.key : nil, value: msg.value,
-                            ip: msg.header("ip"), receivedAt: msg.header("received_at"),
-                            ua: msg.header("ua"), project: msg.header("project"))
+                            ip: msg.header(Self.ipHeader), receivedAt: msg.header(Self.receivedAtHeader),
+                            ua: msg.header(Self.uaHeader), project: msg.header(Self.projectHeader))
                     } else {
                         internalRecords.append(InternalRecord(
                             partition: msg.partition, offset: msg.offset, key: Array(msg.key), value: Array(msg.value), index: 0))

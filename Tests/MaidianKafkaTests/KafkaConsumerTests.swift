@@ -47,6 +47,7 @@ final class KafkaConsumerTests: XCTestCase {
         var problems: [String] = []
         consumer.onRebalance = { events.append($0) }
         consumer.onPartitionEOF = { eofs[$0] = $1 }
+        let seqHeader = KafkaHeaderName("seq"), ipPrefixHeader = KafkaHeaderName("i")
         try consumer.subscribe([topic])
         let finished = try KafkaTestSupport.poll(consumer, for: .seconds(30), until: { seen.count == 1000 && eofs.count == 4 }) { message in
             if events.isEmpty { problems.append("message before any rebalance event") }
@@ -59,6 +60,8 @@ final class KafkaConsumerTests: XCTestCase {
             if message.header("ip")?.string != "10.0.0.\(i % 256)" { problems.append("bad ip header for \(i)") }
             if message.header("seq")?.string != "\(i)" { problems.append("bad seq header for \(i)") }
             if message.header("missing") != nil { problems.append("phantom header for \(i)") }
+            if message.header(seqHeader)?.string != "\(i)" { problems.append("bad seq header (prepared name) for \(i)") }
+            if message.header(ipPrefixHeader) != nil { problems.append("a prefix of a name found a header for \(i)") }
             var names: [String] = []
             message.forEachHeader { name, _ in names.append(name) }
             if names != ["ip", "seq"] { problems.append("headers of \(i): \(names)") }
