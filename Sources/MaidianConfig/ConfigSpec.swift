@@ -122,11 +122,15 @@ extension Setting: AnySetting {
 public struct ConfigSpec: Sendable {
     /// One setting as the reference shows it.
     public struct Entry: Sendable {
+        /// The YAML key; in `ConfigSpec.flattened`, prefixed by its parent's (`rules[].name`).
         public var key: String
+        /// The type's name in the reference (`duration`, `list of string`).
         public var type: String
         /// Markdown: `` `10m` ``, `*required*`, or words.
         public var defaultText: String
+        /// What the setting does, with its constraints (Markdown).
         public var meaning: String
+        /// A valid value as written in YAML.
         public var example: String
         /// The settings of the mapping(s) it holds, if declared.
         public var nested: ConfigSpec?
@@ -163,6 +167,7 @@ public protocol DeclaredSettings {
 public struct SettingKey: CodingKey, Sendable {
     public var stringValue: String
     public var intValue: Int? { nil }
+    /// The coding key for YAML key `key`.
     public init(_ key: String) { stringValue = key }
     public init?(stringValue: String) { self.stringValue = stringValue }
     public init?(intValue: Int) { nil }

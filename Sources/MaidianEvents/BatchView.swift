@@ -10,12 +10,19 @@
 /// properties). The buffer members are public only while the windows files still index them directly; new
 /// code should not.
 public struct BatchView {
+    /// The JSON arena in use: the records' decompressed JSON that events and properties point into.
     public let json: UnsafeBufferPointer<UInt8>
+    /// The scratch arena: bytes stages wrote (added properties, replacement values, hit ids).
     public let scratch: UnsafeBufferPointer<UInt8>
+    /// Every event's property entries (each event's range starts at `Event.firstProperty`).
     public let properties: UnsafeBufferPointer<Property>
+    /// Rules matched by events (each event's range starts at `Event.firstHit`).
     public let hits: UnsafeBufferPointer<MatchHit>
+    /// The batch's events, in record order.
     public let events: UnsafeBufferPointer<Event>
+    /// The batch's input records.
     public let records: UnsafeBufferPointer<InputRecord>
+    /// Added-property list entries, linked per event through `AddedProperty.next`.
     public let added: UnsafeBufferPointer<AddedProperty>
     /// Record keys and headers as received.
     public let input: UnsafeBufferPointer<UInt8>
@@ -107,6 +114,7 @@ public struct BatchView {
         @usableFromInline var base: UnsafePointer<UInt8>?
         /// Bytes as stored (escapes counted as written).
         public var count: Int
+        /// The bytes hold a backslash escape and must be decoded before use.
         public var escaped: Bool
 
         @inlinable init(base: UnsafePointer<UInt8>?, count: Int, escaped: Bool) {

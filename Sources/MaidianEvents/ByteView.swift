@@ -10,6 +10,7 @@ public struct ByteView {
 
     /// Number of bytes.
     @inlinable public var count: Int { base.count }
+    /// Whether there are no bytes (an absent field reads as empty).
     @inlinable public var isEmpty: Bool { base.isEmpty }
 
     /// Byte `i` (`0 ..< count`).

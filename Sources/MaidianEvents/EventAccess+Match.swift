@@ -18,6 +18,7 @@ public struct EventHead: Sendable {
     public var eventNameHash: UInt64
     /// The event's properties: `properties[firstProperty ..< firstProperty + propertyCount]`.
     public var firstProperty: Int32
+    /// Number of the event's entries in `properties`, dropped ones included.
     public var propertyCount: Int32
     /// The event's `lib` object in the JSON arena (absent when missing).
     public var lib: Span

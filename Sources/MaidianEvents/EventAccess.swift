@@ -16,18 +16,23 @@ public enum Arena: UInt8, Sendable {
 /// A piece of text of a batch: where its bytes are and whether they are JSON-escaped (raw string content
 /// of the JSON arena, between the quotes) or plain. Absent when the field is missing or not a string.
 public struct BatchText: Sendable, Equatable {
+    /// Where the bytes are in `arena`; absent when the field is missing or not a string.
     public var span: Span
+    /// Which of the batch's arenas `span` points into.
     public var arena: Arena
     /// The bytes are JSON string content with escapes (`\n`, `\u00e9`): compare the decoded text.
     public var escaped: Bool
 
+    /// The text at `span` of `arena`; `escaped` when the bytes hold JSON escapes.
     @inlinable public init(span: Span, arena: Arena, escaped: Bool = false) {
         self.span = span
         self.arena = arena
         self.escaped = escaped
     }
 
+    /// No text: a missing field or one that is not a string.
     public static let absent = BatchText(span: .absent, arena: .json)
+    /// Whether the field was sent as a string.
     @inlinable public var isPresent: Bool { span.isPresent }
     /// Bytes as stored (escapes counted as written).
     @inlinable public var count: Int { span.isPresent ? span.count : 0 }

@@ -1,11 +1,18 @@
 /// A byte range inside one of a batch's arenas. `start < 0` means absent.
 public struct Span: Sendable, Equatable {
+    /// Offset of the first byte in the arena; -1 when absent.
     public var start: Int32
+    /// Offset one past the last byte.
     public var end: Int32
+    /// The bytes `start ..< end`.
     @inlinable public init(start: Int32, end: Int32) { self.start = start; self.end = end }
+    /// The bytes `start ..< end` from `Int` offsets, truncated to 32 bits.
     @inlinable public init(_ start: Int, _ end: Int) { self.start = Int32(truncatingIfNeeded: start); self.end = Int32(truncatingIfNeeded: end) }
+    /// No bytes: a field that was not sent or not kept.
     public static let absent = Span(start: -1, end: -1)
+    /// Whether the span refers to bytes (`start >= 0`).
     @inlinable public var isPresent: Bool { start >= 0 }
+    /// Length in bytes (0 for `absent`).
     @inlinable public var count: Int { Int(end &- start) }
 }
 
@@ -13,7 +20,9 @@ public struct Span: Sendable, Equatable {
 /// epoch. Checked where events enter (validate stage, decoder for `_flush_time`), so the arithmetic of later
 /// stages (calibration, windows, dedup) works on values far from the 64-bit limits.
 public enum EventTimeRange {
+    /// 2015-01-01T00:00:00Z in ms since the epoch, the first accepted time.
     public static let lowerBound: Int64 = 1_420_070_400_000
+    /// 2100-01-01T00:00:00Z in ms since the epoch, the first time no longer accepted.
     public static let upperBound: Int64 = 4_102_444_800_000
     /// Whether `t` is an accepted event time.
     @inlinable public static func contains(_ t: Int64) -> Bool { t >= lowerBound && t < upperBound }
@@ -63,6 +72,7 @@ public enum EventType: UInt8, Sendable {
 
     /// `track` and `track_signup` are events; the `profile_*` types are forwarded untouched.
     @inlinable public var isTrack: Bool { self == .track || self == .trackSignup }
+    /// The `profile_*` types (forwarded untouched).
     @inlinable public var isProfile: Bool { rawValue >= EventType.profileSet.rawValue }
 }
 
@@ -115,16 +125,19 @@ public struct Property: Sendable {
     public var name: Span
     /// The whole value (quotes, brackets included) in the JSON arena.
     public var value: Span
+    /// The value's JSON kind, as the scanner saw its first byte.
     public var kind: ValueKind
     /// Name matches `^[A-Za-z_$][A-Za-z0-9_$]{0,99}$`.
     public var nameValid: Bool
     /// The name or string value holds escapes (`\n`, `\u00e9`, ...).
     public var nameEscaped: Bool
+    /// The string value holds escapes, so its bytes differ from its decoded text.
     public var valueEscaped: Bool
     /// For arrays: some element is not a string.
     public var arrayHasNonString: Bool
     /// For strings: length in UTF-8 bytes after unescaping.
     public var decodedLength: Int32
+    /// What stages decided for the property: keep, drop, or replace by `replacement`.
     public var fix: PropertyFix
     /// The `KnownProperty` raw value of the name, or `KnownProperty.none`: stages find the properties they
     /// know by this byte instead of comparing names (fits the struct's padding).
@@ -136,60 +149,83 @@ public struct Property: Sendable {
 /// Added properties, pre-serialized as `"name":value` in the scratch arena (one, or several joined by commas);
 /// a linked list per event.
 public struct AddedProperty: Sendable {
+    /// The `"name":value` fragment (or several, comma-joined) in the scratch arena.
     public var bytes: Span
+    /// Index of the event's next entry in `EventBatch.added`; -1 for the last.
     public var next: Int32
+    /// An entry for `bytes`, linked to `next` (-1: none).
     @inlinable public init(bytes: Span, next: Int32) { self.bytes = bytes; self.next = next }
 }
 
 /// One event of a batch: offsets into the batch's arenas and the fields stages need.
 public struct Event: Sendable {
+    /// Index of the event's record in `EventBatch.records`.
     public internal(set) var record: Int32
     /// Position in the record's JSON array.
     @usableFromInline var index: Int32
     /// The whole element in the JSON arena.
     @usableFromInline var bytes: Span
+    /// Live, dropped or failed; changed through `EventBatch.drop(_:)` and `fail(_:reason:)`.
     public internal(set) var status: EventStatus
+    /// Why the event was rejected when `status == .failed`, else `.none`.
     public internal(set) var reason: DeadLetterReason
+    /// The event's `type` field, classified (`.missing`, `.notString` and `.unknown` are invalid).
     public internal(set) var type: EventType
     /// Raw string contents (no quotes) in the JSON arena.
     @usableFromInline var typeName: Span
+    /// Raw content of the `event` string (no quotes, escapes as sent) in the JSON arena; absent when not a string.
     public internal(set) var eventName: Span
     @usableFromInline var eventNameEscaped: Bool
+    /// `event` was sent as a JSON string (valid name or not).
     public internal(set) var eventNameIsString: Bool
+    /// Raw content of the `distinct_id` string (no quotes) in the JSON arena; absent when not a string.
     public internal(set) var distinctID: Span
     @usableFromInline var distinctIDEscaped: Bool
+    /// Whether `distinct_id` was missing, a string or another JSON kind.
     public internal(set) var distinctIDKind: DistinctIDKind
+    /// Length of `distinct_id` in UTF-8 bytes after unescaping (what the validate stage's limit checks).
     public internal(set) var distinctIDLength: Int32
     /// Event time in ms; after calibration the calibrated time.
     public internal(set) var time: Int64
     /// `time` as the client sent it.
     public internal(set) var clientTime: Int64
+    /// Whether `time` was missing, an integer or another JSON value.
     public internal(set) var timeKind: TimeKind
     /// The value of `time` in the JSON arena (for rewriting it).
     @usableFromInline var timeValue: Span
+    /// `_flush_time` in ms as sent, when a number; meaningful only when `hasFlushTime`.
     public internal(set) var flushTime: Int64
+    /// `_flush_time` is an integer inside `EventTimeRange`, so it can calibrate the client's clock.
     public internal(set) var hasFlushTime: Bool
+    /// `_track_id` as sent, when a number; meaningful only when `hasTrackID`.
     public internal(set) var trackID: Int64
+    /// `_track_id` is an integer (the dedup stage keys on it).
     public internal(set) var hasTrackID: Bool
     @usableFromInline var calibrated: Bool
+    /// Whether `properties` was missing, an object or another JSON kind.
     public internal(set) var propertiesKind: PropertiesKind
     /// The whole `properties` object in the JSON arena.
     @usableFromInline var properties: Span
     /// The event object's closing brace position (to add `properties` when it is missing).
     @usableFromInline var closingBrace: Int32
+    /// Raw content of the top-level `project` string in the JSON arena; absent when missing, not a string or escaped.
     public internal(set) var project: Span
+    /// The `lib` object (braces included) in the JSON arena; absent when missing or not an object.
     public internal(set) var lib: Span
     /// Range of this event's entries in `EventBatch.properties`.
     public internal(set) var firstProperty: Int32
+    /// Number of this event's entries in `EventBatch.properties`, dropped ones included.
     public internal(set) var propertyCount: Int32
     /// Any property has a fix other than keep.
     @usableFromInline var _hasFixes: Bool
+    /// Whether any property is dropped or replaced.
     @inlinable public var hasFixes: Bool { _hasFixes }
     /// Added properties: head and tail of a list in `EventBatch.added`.
     @usableFromInline var addedHead: Int32
     @usableFromInline var addedTail: Int32
     /// Free for stages (for example late-event marking).
     @usableFromInline var _flags: UInt32
+    /// The `EventFlag` bits stages have set.
     @inlinable public var flags: UInt32 { _flags }
     /// Which `KnownProperty` names the client sent (kept or not), one bit each: presence checks without a scan.
     public internal(set) var known: UInt64
@@ -200,8 +236,10 @@ public struct Event: Sendable {
     public internal(set) var longestString: Int32
     /// The rules the event matched: `EventBatch.hits[firstHit ..< firstHit + hitCount]` (match stage).
     @usableFromInline var _firstHit: Int32
+    /// Index of the event's first entry in `EventBatch.hits`.
     @inlinable public var firstHit: Int32 { _firstHit }
     @usableFromInline var _hitCount: Int32
+    /// Number of rules the event matched (0 before the match stage).
     @inlinable public var hitCount: Int32 { _hitCount }
     // Facts the decoder works out while the event's bytes are in the cache: stages read them instead of
     // going back to the (by then evicted) JSON arena.
@@ -210,11 +248,13 @@ public struct Event: Sendable {
     /// `Hash64` of the raw bytes of `distinct_id` and of `event` (between the quotes, escapes as sent); 0 when
     /// not a string.
     public internal(set) var distinctIDHash: UInt64
+    /// `Hash64` of the raw bytes of `event` (between the quotes, escapes as sent); 0 when not a string.
     public internal(set) var eventNameHash: UInt64
     /// `Hash64` of the top-level `anonymous_id` (the install, wire format §5), decoded, when it is a non-empty
     /// string; else 0.
     public internal(set) var anonymousIDHash: UInt64
 
+    /// Whether the event is still flowing (neither dropped nor failed).
     @inlinable public var isLive: Bool { status == .live }
 
     init(record: Int32, index: Int32, start: Int) {
@@ -280,9 +320,12 @@ public struct MatchHit: Sendable {
     /// For `group_by_content` rules: the content value the event is counted under, as a JSON string
     /// (quotes included) in `json` or, when `contentInScratch`, in `scratch`. Absent otherwise.
     public var content: Span
+    /// `content` lies in the scratch arena rather than the JSON arena.
     public var contentInScratch: Bool
+    /// Whether the hit counts as a page view or a click.
     public var metric: MatchMetric
 
+    /// A hit for rule `id`; `content` only for `group_by_content` rules.
     public init(id: Span, metric: MatchMetric, content: Span = .absent, contentInScratch: Bool = false) {
         self.id = id
         self.metric = metric
@@ -304,25 +347,39 @@ public enum EventFlag {
 
 /// One input record of a batch (a Kafka record or a recording line).
 public struct InputRecord: Sendable {
+    /// Index of the record's topic name in the batch's topics (`EventBatch.topicIndex(_:)`).
     public var topic: Int32
+    /// Kafka partition the record was read from.
     public var partition: Int32
+    /// Kafka offset of the record within its partition.
     public var offset: Int64
+    /// Kafka record timestamp in ms since the epoch; 0 when there was none.
     public var timestamp: Int64
     /// In the input arena.
     public var key: Span
+    /// The record value as received (zstd-compressed JSON) in the input arena.
     public var value: Span
+    /// Header `ip` in the input arena; absent when missing or not valid UTF-8.
     public var ip: Span
+    /// Header `ua` (the uploader's user agent) in the input arena; absent when missing or not valid UTF-8.
     public var ua: Span
+    /// Header `project` in the input arena; absent when missing or not valid UTF-8.
     public var project: Span
+    /// Header `received_at` in ms since the epoch; meaningful only when `hasReceivedAt`.
     public var receivedAt: Int64
+    /// Header `received_at` was present and a decimal integer.
     public var hasReceivedAt: Bool
     /// Decoded JSON in the JSON arena.
     public var json: Span
+    /// `.failed` when the whole record is rejected (a record-level `reason`), else `.live`.
     public var status: EventStatus
+    /// Why the record was rejected; `.none` when it was not.
     public var reason: DeadLetterReason
     /// Index into `EventBatch.details` for dead-letter detail text, -1 if none.
     public var detail: Int32
+    /// Index of the record's first event in the batch's events.
     public var firstEvent: Int32
+    /// Number of events decoded from the record, rejected ones included.
     public var eventCount: Int32
     /// Re-read only to rebuild state after a takeover: its outputs were delivered before (the worker does
     /// not produce them again). Stateful stages write out what such records complete before later records.
@@ -341,6 +398,7 @@ public struct InputRecord: Sendable {
 public struct EventBatch: Sendable {
     /// Names of the records' topics (`InputRecord.topic` indexes it; `topicIndex` adds one).
     var topics: [String] = []
+    /// The batch's input records in arrival order.
     public var records: [InputRecord] = []
     @usableFromInline var events: [Event] = []
     @usableFromInline var properties: [Property] = []
@@ -358,11 +416,13 @@ public struct EventBatch: Sendable {
     /// Events marked `.dropped` / `.failed` through `drop(_:)` / `fail(_:reason:)` and by the decoder: the
     /// engine counts each stage's work from these without walking the events.
     public private(set) var droppedCount = 0
+    /// Events rejected to the dead-letter topic, by the decoder or by stages (see `droppedCount`).
     public private(set) var failedCount = 0
     /// Header values of this batch's records taken as absent: not valid UTF-8, or a `received_at` that is not a
     /// decimal integer (wire format §1). The engine counts them (`maidian_bad_headers_total`).
     public var invalidHeaders = 0
 
+    /// An empty batch with room for a typical batch reserved (a 4 MiB JSON arena, 4096 events).
     public init() {
         input.reserveCapacity(1 << 20)
         json = Array(repeating: 0, count: 4 << 20)

@@ -19,11 +19,17 @@ public enum RoleKind: UInt8, Sendable, CaseIterable {
 /// once and given to every stage (`StageContext.roles`), so `match` and `windows` can never disagree on
 /// what a page view is.
 public struct EventRoles: Sendable, Equatable {
+    /// Names of page view events (`page_enter`): counted by page rules, and each opens a visit of its page.
     public var pageEnter = ["$AppViewScreen", "enter_view"]
+    /// Names of page-leave events (`page_leave`): each closes its page's open visit, giving its dwell time.
     public var pageLeave = ["$AppPageLeave", "leave_view"]
+    /// Names of click events (`click`): counted by element rules and kept in the crash trail.
     public var click = ["$AppClick"]
+    /// Names of app start events (`app_start`): they close the install's open visits without a dwell time.
     public var appStart = ["$AppStart"]
+    /// Names of app end events (`app_end`): they close the install's open visits at their time.
     public var appEnd = ["$AppEnd"]
+    /// Names of crash events (`crash`): they close the open visits and write the install's crash trail.
     public var crash = ["$AppCrashed"]
 
     /// The names of wire format §3.

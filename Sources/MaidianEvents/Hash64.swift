@@ -3,6 +3,7 @@
 public struct Hash64 {
     @usableFromInline var h: UInt64 = 0x9E37_79B9_7F4A_7C15
 
+    /// A hash of nothing yet: `add` the key's parts, then read `value`.
     @inlinable public init() {}
 
     @inline(__always) @usableFromInline static func mix(_ a: UInt64, _ b: UInt64) -> UInt64 {
@@ -10,10 +11,12 @@ public struct Hash64 {
         return r.high ^ r.low
     }
 
+    /// Mixes in one 64-bit word.
     @inlinable @inline(__always) public mutating func add(_ v: UInt64) {
         h = Hash64.mix(h ^ v, 0xA076_1D64_78BD_642F) &+ 0xE703_7ED1_A0B4_28DB
     }
 
+    /// Mixes in the `n` bytes at `p`, a word at a time; the length goes in with the last partial word.
     @inlinable @inline(__always) public mutating func add(_ p: UnsafePointer<UInt8>, _ n: Int) {
         var i = 0
         let raw = UnsafeRawPointer(p)
@@ -31,6 +34,7 @@ public struct Hash64 {
         add(tail ^ (UInt64(n) << 56))
     }
 
+    /// The hash of everything added so far, finalized (reading it does not change the state).
     @inlinable public var value: UInt64 { Hash64.mix(h, 0x8EBC_6AF0_9C88_C6E3) }
 }
 

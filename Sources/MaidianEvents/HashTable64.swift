@@ -15,6 +15,7 @@ public struct HashTable64: Sendable {
     public var count: Int { used }
     @usableFromInline var used = 0
 
+    /// An empty table with room for `capacity` keys before it first grows (slots: a power of two, at least 16).
     public init(capacity: Int = 1024) {
         var n = 16
         while n < capacity * 2 { n <<= 1 }

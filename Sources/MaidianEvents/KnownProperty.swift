@@ -9,6 +9,7 @@ public enum KnownProperty: Int, CaseIterable, Sendable {
     case elementTarget, elementAction, elementContainer, elementTag
     case matchedRules, late
 
+    /// The property's bit in `Event.known`.
     @inlinable public var bit: UInt64 { 1 << UInt64(rawValue) }
 
     /// The properties only the server sets (wire format §2, enrichment): a client's are dropped (and listed in
@@ -63,10 +64,13 @@ public enum KnownProperty: Int, CaseIterable, Sendable {
 
 /// Property problems the scanner notes per event (`Event.propertyIssues`).
 public enum PropertyIssues {
+    /// A property name that is not valid (`Property.nameValid` false).
     public static let invalidName: UInt8 = 1
+    /// A property whose value is JSON `null`.
     public static let null: UInt8 = 2
     /// An object value on a property other than `$element_content`.
     public static let object: UInt8 = 4
+    /// An array value with an element that is not a string.
     public static let nonStringArrayElement: UInt8 = 8
     /// A property the server owns (`KnownProperty.serverOwnedBits`), sent by the client.
     public static let serverOwned: UInt8 = 16

@@ -4,6 +4,7 @@ public struct OutputMessage: Sendable {
     public var topic: Int32
     /// In `OutputBuffer.bytes`; absent for no key.
     public var key: Span
+    /// In `OutputBuffer.bytes`: the serialized record value.
     public var value: Span
     /// The input record it derives from (its offset is committed only after this is delivered).
     public var record: Int32
@@ -13,8 +14,11 @@ public struct OutputMessage: Sendable {
 
 /// The serialized outputs of one batch. Reused across batches.
 public struct OutputBuffer: Sendable {
+    /// Output topic names; `OutputMessage.topic` indexes it (`topicIndex(_:)` adds one).
     public var topics: [String] = []
+    /// The keys and values of all messages back to back, addressed by their `Span`s.
     public var bytes: [UInt8] = []
+    /// The batch's output messages, in the order they are produced.
     public var messages: [OutputMessage] = []
     /// The most bytes of key and value a message may have: the producer's `message.max.bytes` less
     /// `recordOverhead` (see `maxMessageBytes(producerLimit:)`). Dead letters are written within it; other
@@ -39,11 +43,13 @@ public struct OutputBuffer: Sendable {
     /// `maxMessageBytes` for a producer whose `message.max.bytes` is `producerLimit`.
     public static func maxMessageBytes(producerLimit: Int) -> Int { max(0, producerLimit - recordOverhead) }
 
+    /// An empty buffer with room reserved for a large batch (8 MiB of bytes, 8192 messages).
     public init() {
         bytes.reserveCapacity(8 << 20)
         messages.reserveCapacity(8192)
     }
 
+    /// Empties bytes and messages for the next batch, keeping capacity and the topic list (indices stay valid).
     public mutating func reset() {
         bytes.removeAll(keepingCapacity: true)
         messages.removeAll(keepingCapacity: true)
@@ -355,11 +361,15 @@ public enum OutputWriter {
 
     /// Where an output came from, for the dead letter that replaces it when it is too large.
     public struct OutputSource {
+        /// Name of the input record's topic.
         public var topic: String
+        /// Partition of the input record.
         public var partition: Int32
+        /// Offset of the input record in its partition.
         public var offset: Int64
         /// The input record's key, if it has one.
         public var key: [UInt8]?
+        /// The input record at `offset` of `topic`/`partition`, with its key when known.
         public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?) {
             self.topic = topic
             self.partition = partition

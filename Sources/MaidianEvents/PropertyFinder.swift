@@ -11,6 +11,7 @@
 public final class PropertyFinder {
     /// The names looked for, in the order given.
     public let names: [[UInt8]]
+    /// Number of names looked for (`names.count`).
     public let count: Int
     /// All names back to back; name `n` at `offsets[n]`.
     @usableFromInline let flat: UnsafeMutablePointer<UInt8>

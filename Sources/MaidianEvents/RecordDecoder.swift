@@ -10,7 +10,9 @@ public struct RecordLimits: Sendable, Equatable {
     /// whose records would pass it is cut after the record that reaches it, and the rest is processed as the
     /// next batch. With the per-record limits this bounds a worker's memory whatever the input (issue 13).
     public var maxBatchBytes: Int = 64 << 20
+    /// The wire format's limits: 1 MiB compressed, 16 MiB decompressed, 10,000 events a record, 64 MiB a batch.
     public init() {}
+    /// Limits with the given per-record bounds (bytes, bytes, events) and the default batch bound.
     public init(maxCompressedBytes: Int, maxDecompressedBytes: Int, maxEventsPerRecord: Int) {
         self.maxCompressedBytes = maxCompressedBytes
         self.maxDecompressedBytes = maxDecompressedBytes
@@ -23,6 +25,7 @@ public struct RecordLimits: Sendable, Equatable {
 ///
 /// One decoder per worker thread: it owns a reused zstd context.
 public final class RecordDecoder {
+    /// The size bounds every record and batch is checked against; past them a record is dead-lettered `too_large`.
     public var limits: RecordLimits
     private let zstd = ZstdDecompressor()
     private let knownNames = KnownNameTable()

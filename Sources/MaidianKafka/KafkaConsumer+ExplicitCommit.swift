@@ -69,6 +69,7 @@ public struct CommittedOffset: Sendable, Equatable {
     public var offset: Int64
     /// What the committer stored with it (empty when none).
     public var metadata: String
+    /// `offset` (the next one to read) with `metadata` beside it.
     public init(offset: Int64, metadata: String) {
         self.offset = offset
         self.metadata = metadata

@@ -82,6 +82,7 @@ public final class KafkaStatisticsSource: Sendable {
     }
     private let slot = Mutex(Slot())
 
+    /// A source without reports: `latest()` is nil until the first one.
     public init() {}
 
     /// Reports received so far.

@@ -15,6 +15,7 @@ public struct ReplayPoint: Sendable, Equatable {
     /// finds records from this offset on stops instead of leaving them out of the windowed counts.
     public var finished: Bool
 
+    /// A replay point; `item` and `finished` matter only for internal partitions and bounded runs.
     public init(offset: Int64, maxEventTime: Int64?, item: Int32 = 0, finished: Bool = false) {
         self.offset = offset
         self.maxEventTime = maxEventTime

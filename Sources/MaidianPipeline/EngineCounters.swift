@@ -9,9 +9,13 @@ public final class EngineCounters: Sendable {
         public let kind: String
         /// Its index in the pipeline (transform stages, then outputs).
         public let position: Int
+        /// Live events the stage was given.
         public let received: StageCounter
+        /// Live events it passed on.
         public let emitted: StageCounter
+        /// Events it dropped on purpose (duplicates, filtered noise).
         public let dropped: StageCounter
+        /// Events it rejected to the dead-letter topic.
         public let failed: StageCounter
         /// Records the stage wrote to its topics.
         public let written: StageCounter

@@ -14,28 +14,36 @@ public struct StageCounts: Sendable, Equatable {
     /// Records it wrote to its topics (an output's records, the windows stage's counts): what an output did,
     /// where `received` and `emitted` say only which live events passed it.
     public var written: Int = 0
+    /// All counts at 0.
     public init() {}
 }
 
 /// Counts of the decoding step (records rather than events).
 public struct DecodeCounts: Sendable, Equatable {
+    /// Input records decoded, rejected ones included.
     public var records: Int = 0
+    /// Events decoded from the records, rejected ones included.
     public var events: Int = 0
+    /// Decompressed JSON bytes of the records that decoded.
     public var bytes: Int = 0
     /// Rejected records by reason (`DeadLetterReason.rawValue`).
     public var failedRecords: [Int] = Array(repeating: 0, count: DeadLetterReason.allCases.count)
     /// Rejected events by reason, whichever stage rejected them.
     public var failedEvents: [Int] = Array(repeating: 0, count: DeadLetterReason.allCases.count)
+    /// All counts at 0.
     public init() {}
 }
 
 /// Runs a pipeline's stages over batches: decode, then each stage in order, then the outputs.
 /// Not thread-safe: one engine per worker thread.
 public final class PipelineEngine {
+    /// The pipeline the engine was built from.
     public let spec: PipelineSpec
+    /// Turns each batch's records into events before the stages run (one per engine: it owns a zstd context).
     public let decoder: RecordDecoder
     /// Stages then outputs, in pipeline order.
     public let stages: [any Stage]
+    /// Each stage's and output's `kind`, in the order of `stages`.
     public let stageNames: [String]
     /// The counts below as atomics, readable from other threads (metrics).
     public let live: EngineCounters
@@ -43,6 +51,7 @@ public final class PipelineEngine {
     public var counts: [StageCounts] { live.stages.map(\.counts) }
     /// What decoding did so far.
     public var decodeCounts: DecodeCounts { live.decodeCounts }
+    /// The counters stages registered, with the kind of the stage that owns each.
     public var counters: [(stage: String, counter: StageCounter)] { live.stageCounters }
     let logger: Logger
     /// Per-reason tallies of one batch (reused), added to `live` once per batch.
@@ -51,6 +60,7 @@ public final class PipelineEngine {
     public var measureTime = false
     /// Time spent per stage (with `measureTime`), and decoding.
     public private(set) var stageTime: [Duration] = []
+    /// Time spent decoding (with `measureTime`).
     public private(set) var decodeTime: Duration = .zero
 
     /// The largest `stateHorizon` of the stages: 0 when no stage keeps state across batches.

@@ -9,6 +9,7 @@ public struct PipelineSpec: Sendable {
     public var file: String
     /// Directory of `file`, to resolve relative paths in stage configs.
     public var baseDirectory: String
+    /// `source:`: the raw topic, its brokers and consumer group, and how records are read.
     public var source: SourceSpec
     /// Transform stages, in order.
     public var stages: [StageSpec]
@@ -148,8 +149,11 @@ public struct PipelineSpec: Sendable {
 
 /// One stage entry of a pipeline: its kind and its YAML mapping (decoded by the stage's own `Config`).
 public struct StageSpec: Sendable {
+    /// The stage's `kind:` value.
     public var kind: String
+    /// Where `kind:` is written, for messages about the stage.
     public var kindLocation: SourceLocation
+    /// The stage's whole YAML mapping, `kind` included.
     public var node: ConfigNode
 }
 
@@ -157,7 +161,9 @@ public struct StageSpec: Sendable {
 public struct SourceSpec: Decodable, Sendable {
     /// `embedded` starts librdkafka's mock cluster in-process; otherwise a bootstrap list `host:port,...`.
     public var brokers: String = "embedded"
+    /// The raw topic the worker consumes.
     public var topic: String = "events.raw"
+    /// Kafka consumer group id; workers of one group share the raw topic's partitions.
     public var group: String = "maidian"
     /// Partitions of the raw topic when the broker is embedded.
     public var partitions: Int = 8
@@ -171,6 +177,7 @@ public struct SourceSpec: Decodable, Sendable {
     /// A worker whose processing loop completes no iteration for this long is stuck: it exits with status 3
     /// (the group would not evict it: librdkafka keeps heartbeating). See docs/recovery.md.
     public var livenessTimeout: ConfigDuration = ConfigDuration(milliseconds: 120_000)
+    /// `limits:`: per-record and per-batch size bounds (wire format §1 defaults).
     public var limits: RecordLimits = RecordLimits()
     /// Extra librdkafka consumer properties (they win over Maidian's). After loading, the properties of
     /// `security:` are in here too (under the ones written in `kafka:`).
@@ -188,6 +195,7 @@ public struct SourceSpec: Decodable, Sendable {
         case decodeThreads = "decode_threads"
     }
 
+    /// The defaults: embedded broker, `events.raw`, group `maidian`.
     public init() {}
 
     public init(from decoder: any Decoder) throws {
@@ -318,6 +326,7 @@ public struct MetricsSpec: Decodable, Sendable {
         case statisticsInterval = "statistics_interval"
     }
 
+    /// An endpoint on `host:port` with the default statistics interval (5 s).
     public init(port: Int, host: String = "0.0.0.0") {
         self.port = port
         self.host = host

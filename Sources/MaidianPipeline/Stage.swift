@@ -46,23 +46,33 @@ public protocol Stage: AnyObject, SendableMetatype {
 }
 
 extension Stage {
+    /// Default: nothing to drop (a stateless stage).
     public func partitionsRevoked(_ partitions: [Int32]) {}
+    /// Default: nothing to write out.
     public func finish(output: inout OutputBuffer) throws {}
+    /// Default: 0, no state to rebuild after a takeover.
     public var stateHorizon: Int64 { 0 }
+    /// Default: none besides the outputs' own topics.
     public var outputTopics: [String] { [] }
+    /// Default: nothing to restore.
     public func restore(partition: Int32, maxEventTime: Int64?) {}
 }
 
 /// One record of an internal (repartition) topic, for a `PartialMerger`.
 public struct InternalRecord: Sendable {
+    /// Partition of the internal topic the record was read from.
     public var partition: Int32
+    /// Offset of the record in that partition.
     public var offset: Int64
+    /// The record key as written by the repartitioning stage.
     public var key: [UInt8]
+    /// The record value: serialized partial results.
     public var value: [UInt8]
     /// Index of the record in the worker's batch (outputs derived from it carry it).
     public var index: Int32
     /// Re-read only to rebuild state (see `InputRecord.replay`).
     public var replay: Bool
+    /// A record read from the internal topic; `replay` when it is re-read only to rebuild state.
     public init(partition: Int32, offset: Int64, key: [UInt8], value: [UInt8], index: Int32, replay: Bool = false) {
         self.partition = partition
         self.offset = offset
@@ -114,15 +124,18 @@ public protocol PartialMerger: AnyObject {
 /// `lock xadd`: negligible next to the work counted).
 public final class StageCounter: Sendable {
     private let storage = Atomic<Int>(0)
+    /// The counter's name within its stage (reported as `<kind>.<name>`).
     public let name: String
     /// A gauge goes up and down (`set`); a counter only grows. Metrics export them as such.
     public let isGauge: Bool
+    /// A counter at 0, or a gauge when `isGauge`; `StageContext.counter(_:)` makes and registers one.
     public init(name: String, isGauge: Bool = false) {
         self.name = name
         self.isGauge = isGauge
     }
     /// The current count.
     public var value: Int { storage.load(ordering: .relaxed) }
+    /// Adds `n` (wrapping on overflow); safe from any thread.
     @inline(__always) public func add(_ n: Int = 1) { storage.wrappingAdd(n, ordering: .relaxed) }
     /// Sets the level of a gauge.
     @inline(__always) public func set(_ n: Int) { storage.store(n, ordering: .relaxed) }
@@ -164,6 +177,7 @@ public final class StageContext {
     /// outputs must not depend on the machine's speed).
     public let clock: ProcessingClock
 
+    /// A context for building one stage; `clock` is `.frozen()` for offline runs over a recording.
     public init(logger: Logger, baseDirectory: String, position: String, roles: EventRoles = EventRoles(), clock: ProcessingClock = .live) {
         self.logger = logger
         self.baseDirectory = baseDirectory
@@ -196,7 +210,9 @@ public final class StageContext {
 
 /// How to build one kind of stage from its YAML mapping.
 public struct StageFactory: Sendable {
+    /// The stage's `kind:` name in YAML (`Stage.kind`).
     public let kind: String
+    /// The stage's one-line description (`Stage.summary`).
     public let summary: String
     /// The declared settings (``DeclaredSettings``); nil for a stage that declares none.
     public let settings: ConfigSpec?
@@ -228,9 +244,12 @@ public struct StageFactory: Sendable {
 
 /// The kinds a pipeline can name: the built-in list plus whatever a custom build registers.
 public struct StageRegistry: Sendable {
+    /// The registered factories by kind.
     public private(set) var factories: [String: StageFactory] = [:]
+    /// The registered kinds in registration order (how `maidian stages` lists them).
     public private(set) var order: [String] = []
 
+    /// A registry of `factories` (for the built-in list, `BuiltinStages.all`).
     public init(_ factories: [StageFactory] = []) {
         for f in factories { register(f) }
     }
@@ -246,5 +265,6 @@ public struct StageRegistry: Sendable {
         register(StageFactory(type))
     }
 
+    /// The factory of `kind`, or nil when no stage of that kind is registered.
     public func factory(for kind: String) -> StageFactory? { factories[kind] }
 }

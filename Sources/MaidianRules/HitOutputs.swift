@@ -22,6 +22,7 @@ public struct HitOutputs: Sendable {
 
     /// One `userDefined` or `pagePara` entry of an action rule, in file order.
     public struct Entry: Sendable {
+        /// Where the entry's value comes from.
         public var source: Source
         /// The output name's number (`names`).
         public var name: Int32
@@ -54,12 +55,14 @@ public struct HitOutputs: Sendable {
     public private(set) var bytes: [UInt8] = []
     /// Per hit number.
     public private(set) var hits: [Hit] = []
+    /// Every hit's `userDefined` / `pagePara` entries; a hit's own are `entries[entryStart..<entryEnd]`.
     public private(set) var entries: [Entry] = []
     /// The distinct property names entries write or read (UTF-8, compared with the raw name bytes of an
     /// event's properties): name `n` is `bytes[nameStarts[n]..<nameStarts[n + 1]]`.
     public private(set) var nameStarts: [Int32] = []
     /// The names by length: those of length `c` are `nameOrder[byLength[c]..<byLength[c + 1]]`.
     public private(set) var nameOrder: [Int32] = []
+    /// Per name length `c`, where names of that length start in `nameOrder` (`longestName + 2` elements).
     public private(set) var byLength: [Int32] = []
     /// Bit `c` set: some name is `c` bytes long (`c < 64`; longer names set bit 63).
     public private(set) var nameLengths: UInt64 = 0

@@ -22,18 +22,25 @@ extension [UInt8] {
 
 /// `EventFacts` as raw bytes into the batch (valid while the matcher runs): no allocation on the common path.
 public struct RawFacts {
+    /// `$screen_name`, `current_url`, `$page_path`: string content as sent, a number or bool as written; else absent.
     public var screenName = ByteView.absent, currentURL = ByteView.absent, pagePath = ByteView.absent
+    /// `$app_version` from the properties (`lib` is read when it is absent).
     public var appVersion = ByteView.absent
     /// The event's `lib` object (for `$app_version` when the properties have none).
     public var lib = ByteView.absent
+    /// `$element_path`, `$element_type` (clicks only).
     public var elementPath = ByteView.absent, elementType = ByteView.absent
+    /// `$element_position` (`section-row`) and `$element_index` as written (clicks only).
     public var elementPosition = ByteView.absent, elementIndex = ByteView.absent
     /// `$element_content` when it is a string.
     public var content = ByteView.absent
     /// `$element_content`'s whole value when it is a kept object.
     public var contentObject = ByteView.absent
+    /// `$element_kind`, `$element_target`, `$element_action` (clicks only).
     public var elementKind = ByteView.absent, target = ByteView.absent, action = ByteView.absent
+    /// `$element_container`, `$element_tag` (clicks only).
     public var container = ByteView.absent, tag = ByteView.absent
+    /// Every fact absent.
     public init() {}
     /// The page: `$screen_name`, else `current_url`.
     @inlinable public var page: ByteView { screenName.isPresent ? screenName : currentURL }

@@ -25,9 +25,13 @@ public struct OpsServer: Service {
     /// a worker may use (librdkafka holds a few per broker).
     public static let defaultMaxConnections = 256
 
+    /// Address to listen on (`0.0.0.0`: every interface).
     public let host: String
+    /// TCP port; 0 picks a free one, passed to `onListening`.
     public let port: Int
+    /// How long a connection may stay without a request before it is closed.
     public let idleTimeout: Duration
+    /// Most connections open at once.
     public let maxConnections: Int
     let status: WorkerStatus
     let metrics: WorkerMetrics

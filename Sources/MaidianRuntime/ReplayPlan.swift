@@ -22,6 +22,7 @@ import MaidianPipeline
 public struct ReplayPlan: Sendable {
     /// One partition's range.
     public struct Partition: Sendable, Equatable {
+        /// The raw topic's partition.
         public var partition: Int32
         /// First offset to process.
         public var start: Int64
@@ -39,8 +40,11 @@ public struct ReplayPlan: Sendable {
     public var topic: String
     /// The replay's consumer group.
     public var group: String
+    /// Start time in ms since the epoch (record timestamps).
     public var from: Int64
+    /// End time in ms, inclusive; nil: up to the end offsets the partitions had when the plan was made.
     public var to: Int64?
+    /// Each partition's range of offsets, in partition order.
     public var partitions: [Partition]
 
     /// Records the replay will process, over all partitions.

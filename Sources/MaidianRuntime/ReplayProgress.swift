@@ -1,10 +1,13 @@
 /// Progress of a replay as a person reads it: done/total, rate and ETA.
 public struct ReplayProgress: Sendable {
+    /// Records processed so far.
     public var done: Int64
+    /// Records the replay will process in all (`ReplayPlan.records`).
     public var total: Int64
     /// Records per second (recently).
     public var rate: Double
 
+    /// Progress of `done` of `total` records at `rate` records per second.
     public init(done: Int64, total: Int64, rate: Double) {
         self.done = done
         self.total = total
@@ -17,6 +20,7 @@ public struct ReplayProgress: Sendable {
         return Int((Double(max(0, total - done)) / rate).rounded(.up))
     }
 
+    /// Share done, 0 to 1; 1 when there is nothing to do.
     public var fraction: Double { total > 0 ? min(1, Double(done) / Double(total)) : 1 }
 
     /// `[████████░░░░░░░░]  52%  12,345/23,456 records  3,210 rec/s  ETA 0:03`
@@ -57,6 +61,7 @@ public struct ReplayProgress: Sendable {
 /// Records per second since the newest sample that is at least 10 s old (or the oldest one), not counting
 /// the wait before the first record (a group join).
 public struct RateMeter: Sendable {
+    /// A meter without samples (its first rate is 0).
     public init() {}
 
     private var samples: [(time: ContinuousClock.Instant, done: Int64)] = []

@@ -14,8 +14,11 @@ import MaidianRecording
 public enum TopicRecorder {
     /// What was written.
     public struct Summary: Sendable {
+        /// Records written.
         public var records: Int
+        /// Partitions the topic had when recording started.
         public var partitions: Int
+        /// Size of the recording file in bytes (after compression, for `.zst`).
         public var fileBytes: Int
     }
 

@@ -7,6 +7,7 @@ import Synchronization
 
 /// The one error type of `MaidianRuntime`.
 public struct RuntimeError: Error, CustomStringConvertible {
+    /// What kind of failure it was (the CLI picks the exit status by it).
     public enum Code: String, Sendable {
         /// An output could not be delivered: the worker stopped without committing past it.
         case delivery
@@ -24,9 +25,13 @@ public struct RuntimeError: Error, CustomStringConvertible {
         /// The worker stops before processing it; a new group is the way on (exit status 1, as a setting).
         case finishedGroup
     }
+    /// What kind of failure it was.
     public var code: Code
+    /// What went wrong, for a person.
     public var message: String
+    /// The error that caused it (from Kafka, the file system, a stage), if any.
     public var underlying: (any Error)?
+    /// An error of kind `code`, optionally wrapping the error behind it.
     public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
@@ -65,6 +70,7 @@ public struct WorkerOptions: Sendable {
     public var onStall: (@Sendable (String) -> Void)?
     /// A hook into the loop, for tests of failure handling only (`TestFaults`); nil in production.
     public var hook: (any WorkerHook)?
+    /// Every option at its default: run until stopped, no status, no hook, a 120 s liveness timeout.
     public init() {}
 }
 
@@ -83,6 +89,7 @@ public final class Worker: Sendable {
     private let options: WorkerOptions
     private let logger: Logger
 
+    /// A worker for `spec`, its stages built from `registry`, for the cluster at `bootstrap`; not started yet.
     public init(spec: PipelineSpec, registry: StageRegistry, bootstrap: String, options: WorkerOptions, logger: Logger) {
         self.spec = spec
         self.registry = registry

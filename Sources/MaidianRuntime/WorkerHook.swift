@@ -38,6 +38,7 @@ public final class TestFaults: WorkerHook {
     /// runs one).
     private let processed = Atomic<Int>(0)
 
+    /// Faults after that many processed records; nil leaves the fault out.
     public init(fatalAfterRecords: Int? = nil, stallAfterRecords: Int? = nil) {
         self.fatalAfterRecords = fatalAfterRecords
         self.stallAfterRecords = stallAfterRecords
@@ -61,6 +62,7 @@ public final class TestFaults: WorkerHook {
         self.init(fatalAfterRecords: fatal, stallAfterRecords: stall)
     }
 
+    /// Counts the records; once a limit is reached raises the fatal error or stalls until a stop request.
     public func willProcess(records: Int, worker: WorkerHookContext) {
         let total = processed.add(records, ordering: .relaxed).newValue
         if let n = fatalAfterRecords, total >= n, !worker.hasFatalError {

@@ -48,6 +48,7 @@ public final class WorkerStatus: Sendable {
     private let shared = Mutex(Shared())
     private let origin = ContinuousClock.now
 
+    /// A status in phase `starting`, with no partitions.
     public init() {}
 
     // MARK: - Called by the worker

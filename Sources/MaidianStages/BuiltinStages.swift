@@ -2,6 +2,7 @@ import MaidianPipeline
 
 /// The one list of built-in stages. A new stage adds one line here.
 public enum BuiltinStages {
+    /// A factory for each built-in stage and output, in the order `maidian stages` lists them.
     public static let all: [StageFactory] = [
         StageFactory(ValidateStage.self),
         StageFactory(CalibrateTimeStage.self),

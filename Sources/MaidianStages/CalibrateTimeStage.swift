@@ -10,6 +10,7 @@ import MaidianPipeline
 /// (or whose arithmetic would overflow) moves the event to its record's `received_at` instead, because a
 /// difference that large means `_flush_time` itself is garbage while the collector's clock is not.
 public final class CalibrateTimeStage: Stage {
+    /// The stage's options: `max_skew` and `max_future` (pipelines/README.md documents each).
     public struct Config: Decodable, Sendable, DeclaredSettings {
         enum Settings {
             static let maxSkew = Setting("max_skew", default: ConfigDuration.seconds(60),
@@ -22,6 +23,7 @@ public final class CalibrateTimeStage: Stage {
         public var maxSkew = Settings.maxSkew.default
         /// How far ahead of its receive time an event may be before its clock counts as uncorrectable.
         public var maxFuture = Settings.maxFuture.default
+        /// Every setting at its default.
         public init() {}
         public init(from decoder: any Decoder) throws {
             let s = try decoder.settings(Self.settings)

@@ -8,13 +8,16 @@ import MaidianPipeline
 /// Memory is per source partition (an install's uploads stay in one partition) in two generations of at most
 /// `window` of event time each, so an entry lives between one and two windows and the state stays bounded.
 public final class DedupStage: Stage {
+    /// The stage's options: `window` (pipelines/README.md documents it).
     public struct Config: Decodable, Sendable, DeclaredSettings {
         enum Settings {
             static let window = Setting("window", default: ConfigDuration.minutes(10),
                 "how far apart in event time two copies still count as one (a duration, more than 0)", example: "5m")
         }
         public static let settings = ConfigSpec(Settings.window)
+        /// How far apart in event time two copies still count as one.
         public var window = Settings.window.default
+        /// The default window (10 minutes).
         public init() {}
         public init(from decoder: any Decoder) throws {
             let s = try decoder.settings(Self.settings)
@@ -108,6 +111,7 @@ public final class DedupStage: Stage {
         return overflow || start == .min ? .min + 1 : start
     }
 
+    /// Forgets what the revoked partitions remembered: their next owner builds its own memory.
     public func partitionsRevoked(_ partitions: [Int32]) {
         for p in partitions where Int(p) < memories.count { memories[Int(p)] = Memory() }
     }

@@ -17,6 +17,7 @@ import MaidianPipeline
 ///   completely before it replaces the old one, so every batch is enriched by exactly one database. A new
 ///   file that does not open keeps the old database (a warning is logged).
 public final class LocationStage: Stage {
+    /// The stage's options (pipelines/README.md documents each).
     public struct Config: Decodable, Sendable, DeclaredSettings {
         @usableFromInline enum Settings {
             static let database = Setting<String>.required("database",

@@ -5,6 +5,7 @@ import MaidianPipeline
 /// `$receive_time` from header `received_at`, `$project` from the event's `project`, else header `project`,
 /// else the default. Never overwrites a property the client sent.
 public final class RecordPresetsStage: Stage {
+    /// The stage's options: `default_project`.
     public struct Config: Decodable, Sendable, DeclaredSettings {
         enum Settings {
             static let defaultProject = Setting("default_project", default: "default",
@@ -13,6 +14,7 @@ public final class RecordPresetsStage: Stage {
         public static let settings = ConfigSpec(Settings.defaultProject)
         /// Project name when neither the event nor the record names one.
         public var defaultProject = Settings.defaultProject.default
+        /// The default project name, `default`.
         public init() {}
         public init(from decoder: any Decoder) throws {
             let s = try decoder.settings(Self.settings)

@@ -4,6 +4,7 @@ import MaidianPipeline
 /// Validates events and fixes their properties (wire format §2): invalid events go to the dead-letter topic
 /// with their reason; invalid properties are dropped or repaired and listed in `$dropped_properties`.
 public final class ValidateStage: Stage {
+    /// The stage's options (pipelines/README.md documents each).
     public struct Config: Decodable, Sendable, DeclaredSettings {
         enum Settings {
             static let maxStringBytes = Setting("max_string_bytes", default: 8191,
@@ -21,6 +22,7 @@ public final class ValidateStage: Stage {
         /// Add `$dropped_properties` listing every dropped property name.
         public var listDropped = Settings.listDropped.default
 
+        /// Every setting at its default.
         public init() {}
         public init(from decoder: any Decoder) throws {
             let s = try decoder.settings(Self.settings)

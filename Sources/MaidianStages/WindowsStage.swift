@@ -77,25 +77,38 @@ public final class WindowsStage: Stage, Repartitioning {
             Settings.window, Settings.lateness, Settings.allowedLateness, Settings.lateFlush, Settings.idleTimeout, Settings.by,
             Settings.visitTimeout, Settings.trailLength, Settings.trailMaxAge, Settings.ignorePages,
             Settings.countsTopic, Settings.moreWindows, Settings.dwellTopic, Settings.trailsTopic, Settings.partialsTopic)
+        /// Length of the main tumbling window, counted into `countsTopic`.
         public var window = Settings.window.default
+        /// The watermark is the newest event time less this; events older than the watermark are late.
         public var lateness = Settings.lateness.default
         /// How far behind the watermark a late event still counts (wire format §5); further: too late.
         public var allowedLateness = Settings.allowedLateness.default
         /// A window changed by late events is written again at most once per this much time.
         public var lateFlush = Settings.lateFlush.default
+        /// Wall time without input after which a source partition stops holding windows back.
         public var idleTimeout = Settings.idleTimeout.default
+        /// The dims counts are split by: `app_version` or property names.
         public var by = Settings.by.default
+        /// An open visit closes by `timeout` this long after its enter time.
         public var visitTimeout = Settings.visitTimeout.default
+        /// Page enters and clicks kept per install for its crash trail (0: none).
         public var trailLength = Settings.trailLength.default
+        /// Trail entries older than this before the crash are left out (bounds the state).
         public var trailMaxAge = Settings.trailMaxAge.default
+        /// Pages never counted or paired, besides the built-in ones and the rules file's `ignore_pages`.
         public var ignorePages = Settings.ignorePages.default
+        /// Topic of the main window's counts (compacted).
         public var countsTopic = Settings.countsTopic.default
         /// Further window sizes, each with its own counts topic.
         public var moreWindows = Settings.moreWindows.default
+        /// Topic of one record per closed visit (key `distinct_id`).
         public var dwellTopic = Settings.dwellTopic.default
+        /// Topic of one record per crash (key `distinct_id`).
         public var trailsTopic = Settings.trailsTopic.default
+        /// The internal topic of partial aggregates; nil: the worker uses `<group>.partials`.
         public var partialsTopic: String?
 
+        /// Every setting at its default.
         public init() {}
 
         public init(from decoder: any Decoder) throws {
@@ -185,12 +198,14 @@ public final class WindowsStage: Stage, Repartitioning {
     let catalog: WindowsCatalog
 
     // Output wiring.
+    /// `partials_topic` when the pipeline sets it; nil lets the worker derive `<group>.partials`.
     public var partialsTopic: String? { config.partialsTopic }
     let windowMerger: WindowMerger
     /// Writes records, partials and progress (see `WindowsEmitter`).
     let emitter: WindowsEmitter
     /// Marks, counts and pairs events (see `WindowsProcessor`).
     let processor: WindowsProcessor
+    /// Merges the window partials of the internal partitions this worker holds.
     public var merger: any PartialMerger { windowMerger }
 
     public init(config: Config, context: StageContext) throws {
@@ -213,6 +228,7 @@ public final class WindowsStage: Stage, Repartitioning {
                                     lateFlush: .milliseconds(config.lateFlush.milliseconds), clock: context.clock, logger: context.logger)
     }
 
+    /// Names the partials topic (empty: keep the configured one) and sets both partition counts (at least 1).
     public func connect(partialsTopic: String, partialsPartitions: Int32, sourcePartitions: Int32) {
         if !partialsTopic.isEmpty { emitter.partialsName = partialsTopic }
         emitter.partialsPartitions = max(1, partialsPartitions)
@@ -225,8 +241,10 @@ public final class WindowsStage: Stage, Repartitioning {
     /// entries up to the trail age before it).
     public var stateHorizon: Int64 { settings.lateness + max(settings.windows.max()!, WindowsProcessor.sweepEvery + settings.visitTimeout, settings.trailMaxAge) }
 
+    /// Every size's counts topic, then the dwell and trails topics.
     public var outputTopics: [String] { config.sizes.map(\.countsTopic) + [config.dwellTopic, config.trailsTopic] }
 
+    /// Starts the partition afresh; windows the watermark had passed at `maxEventTime` count as closed.
     public func restore(partition: Int32, maxEventTime: Int64?) {
         let st = PartitionWindows(partition: partition, maxTime: maxEventTime, windows: settings.windows, now: clock.now)
         // The previous owner had closed the windows the watermark passed: late events for them are deltas.
@@ -239,6 +257,7 @@ public final class WindowsStage: Stage, Repartitioning {
         partitions[partition] = st
     }
 
+    /// Forgets the revoked partitions' windows, visits and trails.
     public func partitionsRevoked(_ revoked: [Int32]) {
         for p in revoked { partitions[p] = nil }
         held.removeAll { revoked.contains($0) }

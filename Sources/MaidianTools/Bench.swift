@@ -6,23 +6,32 @@ import MaidianRecording
 
 /// What `maidian bench` measured.
 public struct BenchResult: Sendable {
+    /// Input records decoded.
     public var records = 0
+    /// Events decoded from them, rejected ones included.
     public var events = 0
     /// Decompressed JSON bytes.
     public var jsonBytes = 0
+    /// Output messages written, to every topic.
     public var outputMessages = 0
+    /// Key and value bytes of those messages.
     public var outputBytes = 0
     /// Of `outputMessages`: written by a merger of partial aggregates (`metrics.counts`).
     public var mergedMessages = 0
     /// Wall time of the merges, when the engine measures its stages' times.
     public var mergeTime: Duration = .zero
+    /// Wall time of the run, seconds (loading the recording excluded).
     public var seconds = 0.0
     /// CPU time of the benchmark thread and its decode helpers: robust against other load on a shared machine.
     public var cpuSeconds = 0.0
+    /// Peak resident set size of the process at the end, bytes (VmHWM; 0 where unknown).
     public var peakRSSBytes = 0
 
+    /// Events per wall-clock second; 0 when nothing was timed.
     public var eventsPerSecond: Double { seconds > 0 ? Double(events) / seconds : 0 }
+    /// Decompressed JSON megabytes (10^6 bytes) per wall-clock second.
     public var megabytesPerSecond: Double { seconds > 0 ? Double(jsonBytes) / 1_000_000 / seconds : 0 }
+    /// Events per CPU second: the figure that holds up on a shared machine.
     public var eventsPerCPUSecond: Double { cpuSeconds > 0 ? Double(events) / cpuSeconds : 0 }
 
     /// One JSON object (for `--json`).

@@ -7,9 +7,11 @@ public struct RulesReport: Sendable {
     public struct Example: Sendable, Equatable {
         /// `_track_id`, when the event has one.
         public var trackID: Int64?
+        /// The event's `distinct_id`.
         public var distinctID: String
         /// Event time (after calibration), ms since the epoch.
         public var time: Int64
+        /// The event's `event` name.
         public var event: String
         /// `$screen_name`, else `current_url`.
         public var page: String?
@@ -41,6 +43,7 @@ public struct RulesReport: Sendable {
     public struct NearMiss: Sendable {
         /// The event's identifier (or page path) with the differing parts marked (see ``RulesReport/NearMisses``).
         public var diff: String
+        /// Events that differ this way.
         public var count: Int
         /// How many parts differ (the closest near misses are listed first).
         public var differences: Int
@@ -78,6 +81,7 @@ public struct RulesReport: Sendable {
 
     /// What went in and what came out of the stages before the rules.
     public struct Totals: Sendable, Equatable {
+        /// Input records decoded.
         public var records = 0
         /// Events decoded.
         public var events = 0
@@ -91,6 +95,7 @@ public struct RulesReport: Sendable {
         public var late = 0
         /// Kept page-enter and click events.
         public var pageViews = 0
+        /// Kept click events, too-late ones excluded.
         public var clicks = 0
         /// Kept events that matched at least one rule.
         public var matchedEvents = 0
@@ -98,6 +103,7 @@ public struct RulesReport: Sendable {
 
     /// Every rule, in rule order (pages, elements, actions).
     public var rules: [RuleResult]
+    /// Input and stage counts ahead of the rules.
     public var totals = Totals()
     /// With `--rule`.
     public var nearMisses: NearMisses?

@@ -20,6 +20,7 @@ public final class RulesTestRun {
         /// Most kinds of near miss reported.
         public var nearMissGroups: Int
 
+        /// Options of one run (by default: 3 examples a rule, no near misses, at most 10 kinds of near miss).
         public init(examples: Int = 3, nearMissesOf: String? = nil, nearMissGroups: Int = 10) {
             self.examples = examples
             self.nearMissesOf = nearMissesOf

@@ -11,6 +11,7 @@ import Darwin
 public struct SplitMix64: RandomNumberGenerator {
     var state: UInt64
 
+    /// A generator whose sequence is fixed by `seed`.
     public init(seed: UInt64) { state = seed }
 
     @inline(__always)

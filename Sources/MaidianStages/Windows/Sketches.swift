@@ -15,14 +15,18 @@ public struct UserSet: Sendable, Equatable {
     /// The largest register value `add` writes (a rank of the hash's remaining bits).
     static let maxRank = UInt8(64 - precision + 1)
 
+    /// The users' hashes while the set is exact; emptied when it becomes a sketch.
     public private(set) var exact: Set<UInt64> = []
     /// Empty until the set turns into a sketch.
     public private(set) var registers: [UInt8] = []
 
+    /// An empty, exact set.
     public init() {}
 
+    /// Whether the set has become a HyperLogLog (its count is then an estimate).
     public var isSketch: Bool { !registers.isEmpty }
 
+    /// Adds a user by the hash of its `distinct_id`; past `exactLimit` users the set becomes a sketch.
     @inline(__always)
     public mutating func insert(_ hash: UInt64) {
         if isSketch { Self.add(hash, to: &registers); return }
@@ -115,14 +119,18 @@ public struct UserSet: Sendable, Equatable {
 /// Visit durations of one dwell aggregate, for p50/p90: exact up to `exactLimit` values, then logarithmic
 /// buckets 2% wide (relative error at most 1%). Mergeable like `UserSet`.
 public struct DurationDigest: Sendable, Equatable {
+    /// Above this many durations a digest switches to buckets.
     public static let exactLimit = 1000
     static let gamma = 1.02
 
+    /// The durations in ms while the digest is exact; emptied once it is bucketed.
     public private(set) var values: [Int64] = []
     /// Bucket index → count, once the digest is bucketed.
     public private(set) var buckets: [Int32: Int64] = [:]
+    /// Whether the digest holds buckets rather than exact values (its percentiles are then within 1%).
     public private(set) var bucketed = false
 
+    /// An empty, exact digest.
     public init() {}
 
     init(values: [Int64], buckets: [Int32: Int64], bucketed: Bool) {
@@ -131,6 +139,7 @@ public struct DurationDigest: Sendable, Equatable {
         self.bucketed = bucketed
     }
 
+    /// Adds one visit duration in ms; past `exactLimit` values the digest switches to buckets.
     public mutating func add(_ ms: Int64) {
         if bucketed { buckets[Self.bucket(ms), default: 0] += 1; return }
         values.append(ms)
@@ -140,6 +149,7 @@ public struct DurationDigest: Sendable, Equatable {
     /// The largest bucket index (`bucket(Int64.max)`).
     static let maxBucket = bucket(.max)
 
+    /// The union with `other` (bucketed when either is; bucket counts saturate).
     public mutating func merge(_ other: DurationDigest) {
         if other.bucketed {
             toBuckets()
