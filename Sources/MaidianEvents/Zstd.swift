@@ -64,16 +64,23 @@ private func zstdErrorText(_ code: Int) -> String {
 /// declared content size is only a sizing hint, never trusted, and the call fails with `.tooLarge` as
 /// soon as the output would pass the limit.
 public final class ZstdDecompressor {
-    let ctx: OpaquePointer
+    private var ctx: OpaquePointer
+    /// Whether the streaming decoder has run on this context since it was created, so that its stream buffers may
+    /// be sized by an earlier frame.
+    private var streamedBefore = false
 
     /// Creates a decompressor with its own context.
     public init() {
-        guard let c = ZSTD_createDCtx() else { fatalError("ZSTD_createDCtx failed (out of memory)") }
-        ctx = c
+        ctx = ZstdDecompressor.newContext()
     }
 
     deinit {
         ZSTD_freeDCtx(ctx)
+    }
+
+    private static func newContext() -> OpaquePointer {
+        guard let c = ZSTD_createDCtx() else { fatalError("ZSTD_createDCtx failed (out of memory)") }
+        return c
     }
 
     /// Decompresses one or more concatenated zstd frames (skippable frames are skipped) and
@@ -87,8 +94,29 @@ public final class ZstdDecompressor {
     /// - Returns: the number of bytes appended.
     /// - Throws: `.corrupt` (libzstd's error text), `.truncated` (input ends mid-frame),
     ///   `.tooLarge` (more than `limit` bytes would be produced).
+    ///
+    /// A failure is the same whatever this decompressor decoded before: see `decompressStreaming`.
     @discardableResult
     public func decompress(_ input: UnsafeRawBufferPointer, into output: inout [UInt8], limit: Int) throws(ZstdError) -> Int {
+        let mayRemember = streamedBefore
+        streamedBefore = true
+        do {
+            return try decompressStreaming(input, into: &output, limit: limit)
+        } catch {
+            guard mayRemember else { throw error }
+            // libzstd keeps its stream buffers across resets, sized by the largest frame that needed them. A frame that
+            // produces more than its header declares then meets a different buffer: with one sized by an earlier
+            // frame the decoder stops early with "Destination buffer is too small", with a fresh one it runs on until
+            // the limit. A refused value's dead letter (its reason and detail) must depend on the value alone, not on
+            // what the worker decoded before, so a failure is decided once more on a new context, which is kept.
+            // Only refused values pay for the second pass.
+            ZSTD_freeDCtx(ctx)
+            ctx = ZstdDecompressor.newContext()
+            return try decompressStreaming(input, into: &output, limit: limit)
+        }
+    }
+
+    private func decompressStreaming(_ input: UnsafeRawBufferPointer, into output: inout [UInt8], limit: Int) throws(ZstdError) -> Int {
         ZSTD_DCtx_reset(ctx, ZSTD_reset_session_only)
         guard input.count > 0, let inBase = input.baseAddress else { return 0 }
         let limit = Swift.min(Swift.max(0, limit), Int.max - 1)

@@ -120,6 +120,25 @@ final class RecordDecoderTests: XCTestCase {
         XCTAssertLessThan(b.json.count, 40 << 20)
     }
 
+    /// A refused value's dead letter must not depend on what the decoder decoded before. Both values end in bytes
+    /// that are not a frame, so they take the streaming path; the first declares a size above the liar's, which left
+    /// libzstd's stream buffer large enough that the liar (a frame producing more than it declares) failed as
+    /// `bad_zstd` ("Destination buffer is too small") after it, and `too_large` alone. FuzzRecord found it
+    /// (Fuzz/corpus/record/helper-reason-1, -2: the decoder beside a helper thread had another history).
+    func testARefusedValueGetsTheSameDeadLetterWhateverCameBefore() {
+        var l = RecordLimits()
+        l.maxDecompressedBytes = 1 << 20
+        let block = 128 << 10
+        let garbage: [UInt8] = [0x01, 0x02, 0x03, 0x04, 0x05]
+        let liar = rleFrame(windowLog: 19, declared: UInt32(l.maxDecompressedBytes - 62), blocks: Array(repeating: block, count: 10)) + garbage
+        let big = rleFrame(windowLog: 21, declared: UInt32(l.maxDecompressedBytes + 100), blocks: Array(repeating: block, count: 8) + [100]) + garbage
+        let alone = decode([liar], limits: l)
+        let after = decode([big, liar], limits: l)
+        XCTAssertEqual(alone.records[0].reason, .tooLarge)
+        XCTAssertEqual(after.records[1].reason, alone.records[0].reason)
+        XCTAssertEqual(after.details[Int(after.records[1].detail)], alone.details[Int(alone.records[0].detail)])
+    }
+
     func testMalformedRecordRollsBackItsEvents() {
         let b = decode([Array("[\(event)]".utf8), Array("[\(event),{\"properties\":{\"a\":1}},".utf8), Array("[\(event)]".utf8)])
         XCTAssertEqual(b.records.map(\.reason), [.none, .badJSON, .none])

@@ -244,4 +244,35 @@ extension ZstdTests {
         XCTAssertEqual(out.last, 0x5D)
         XCTAssertLessThan(took, .seconds(2), "\(took) for 20,000 tiny frames")
     }
+
+    /// libzstd keeps its stream buffers across resets. After a frame that declared a larger size, a frame that produces
+    /// more than it declares met the old buffer and failed as corrupt ("Destination buffer is too small") where a new
+    /// decompressor passes the limit: the same value got another dead-letter reason depending on what came before
+    /// (found by FuzzRecord; RecordDecoderTests has the same through a batch).
+    func testAFailureDoesNotDependOnWhatWasDecodedBefore() throws {
+        let limit = 1 << 20
+        let block = 128 << 10
+        // Declares a little less than the limit and produces 10 blocks of 128 KiB (the limit is passed at the ninth), with a 512 KiB window: a new
+        // context's buffer (window plus two blocks) is smaller than the declared size, so it wraps and runs on.
+        let liar = rleFrame(windowLog: 19, declared: UInt32(limit - 62), blocks: Array(repeating: block, count: 10))
+        // A frame honest about a size a little above the limit, with a 2 MiB window: its buffer is the declared size.
+        let big = rleFrame(windowLog: 21, declared: UInt32(limit + 100), blocks: Array(repeating: block, count: 8) + [100])
+
+        var out: [UInt8] = []
+        var fresh: ZstdError? = nil
+        do { _ = try decompress(ZstdDecompressor(), liar, into: &out, limit: limit) } catch { fresh = error }
+        XCTAssertEqual(fresh?.code, .tooLarge)
+
+        let d = ZstdDecompressor()
+        XCTAssertEqual(try decompress(d, big, into: &out, limit: 4 * limit), limit + 100)
+        out.removeAll()
+        var after: ZstdError? = nil
+        do { _ = try decompress(d, liar, into: &out, limit: limit) } catch { after = error }
+        XCTAssertEqual(after, fresh, "the answer after a larger frame must be a new decompressor's")
+        XCTAssertEqual(out.count, 0)
+        // The decompressor goes on working, also on the larger frame again.
+        XCTAssertEqual(try decompress(d, big, into: &out, limit: 4 * limit), limit + 100)
+        XCTAssertEqual(out.count, limit + 100)
+        XCTAssertTrue(out.allSatisfy { $0 == 0x61 })
+    }
 }
