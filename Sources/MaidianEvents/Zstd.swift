@@ -68,6 +68,8 @@ public final class ZstdDecompressor {
     /// Whether the streaming decoder has run on this context since it was created, so that its stream buffers may
     /// be sized by an earlier frame.
     private var streamedBefore = false
+    /// How many failures were decided again on a new context (for tests).
+    private(set) var failuresDecidedAgain = 0
 
     /// Creates a decompressor with its own context.
     public init() {
@@ -103,17 +105,41 @@ public final class ZstdDecompressor {
         do {
             return try decompressStreaming(input, into: &output, limit: limit)
         } catch {
-            guard mayRemember else { throw error }
+            guard mayRemember, ZstdDecompressor.reachesFrameDeclaringItsSize(input) else { throw error }
             // libzstd keeps its stream buffers across resets, sized by the largest frame that needed them. A frame that
-            // produces more than its header declares then meets a different buffer: with one sized by an earlier
-            // frame the decoder stops early with "Destination buffer is too small", with a fresh one it runs on until
-            // the limit. A refused value's dead letter (its reason and detail) must depend on the value alone, not on
-            // what the worker decoded before, so a failure is decided once more on a new context, which is kept.
-            // Only refused values pay for the second pass.
+            // declares its size and produces more then meets a different buffer: with one sized by an earlier frame
+            // the decoder stops early with "Destination buffer is too small", with a fresh one it runs on until the
+            // limit. A refused value's dead letter (its reason and detail) must depend on the value alone, not on what
+            // the worker decoded before, so such a failure is decided once more on a new context, which is kept. Only
+            // refused values with such a frame pay for the second pass.
+            failuresDecidedAgain += 1
             ZSTD_freeDCtx(ctx)
             ctx = ZstdDecompressor.newContext()
             return try decompressStreaming(input, into: &output, limit: limit)
         }
+    }
+
+    /// Whether the streaming decoder, going through `input`'s frames, reaches one that declares its content size.
+    ///
+    /// Only such a frame's outcome can depend on a kept stream buffer. Without a declared size the decoder always
+    /// reuses its buffer from the start once a block no longer fits, whatever the buffer's size, so what it writes and
+    /// where it fails are the same with any buffer. The walk stops where decoding would: at bytes that are not a frame
+    /// header, or inside a frame.
+    static func reachesFrameDeclaringItsSize(_ input: UnsafeRawBufferPointer) -> Bool {
+        guard let base = input.baseAddress else { return false }
+        var at = 0
+        while at < input.count {
+            let rest = UnsafeRawBufferPointer(rebasing: input[at...])
+            let size = ZSTD_getFrameContentSize(base + at, rest.count)
+            if size == UInt64.max - 1 { return false }  // ZSTD_CONTENTSIZE_ERROR: not a frame (or a cut header)
+            // A skippable frame (magic 0x184D2A5?) reports 0 and allocates nothing.
+            let skippable = rest.count >= 4 && rest[1] == 0x2A && rest[2] == 0x4D && rest[3] == 0x18 && rest[0] & 0xF0 == 0x50
+            if size != UInt64.max && !skippable { return true }  // not ZSTD_CONTENTSIZE_UNKNOWN
+            let n = ZSTD_findFrameCompressedSize(base + at, rest.count)
+            if ZSTD_isError(n) != 0 || n == 0 { return false }  // decoding ends inside this frame
+            at += n
+        }
+        return false
     }
 
     private func decompressStreaming(_ input: UnsafeRawBufferPointer, into output: inout [UInt8], limit: Int) throws(ZstdError) -> Int {

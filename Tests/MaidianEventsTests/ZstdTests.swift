@@ -269,10 +269,40 @@ extension ZstdTests {
         var after: ZstdError? = nil
         do { _ = try decompress(d, liar, into: &out, limit: limit) } catch { after = error }
         XCTAssertEqual(after, fresh, "the answer after a larger frame must be a new decompressor's")
+        XCTAssertEqual(d.failuresDecidedAgain, 1)
         XCTAssertEqual(out.count, 0)
         // The decompressor goes on working, also on the larger frame again.
         XCTAssertEqual(try decompress(d, big, into: &out, limit: 4 * limit), limit + 100)
         XCTAssertEqual(out.count, limit + 100)
         XCTAssertTrue(out.allSatisfy { $0 == 0x61 })
+    }
+
+    /// Only a frame that declares its size can fail differently after a larger frame; a refused bomb without a declared
+    /// size (the usual shape) is decoded once, and so are values that are not frames or whose first frame is skippable
+    /// and the rest is not a frame.
+    func testOnlyFramesThatDeclareTheirSizeAreDecidedAgain() throws {
+        let limit = 1 << 20
+        let d = ZstdDecompressor()
+        var out: [UInt8] = []
+        // A first streaming call, so that the context has a history.
+        XCTAssertEqual(try decompress(d, rleFrame(windowLog: 21, declared: UInt32(limit + 100), blocks: Array(repeating: 128 << 10, count: 8) + [100]), into: &out, limit: 4 * limit), limit + 100)
+        out.removeAll()
+        // A streamed bomb: no content size in its header.
+        let c = ZstdCompressor()
+        c.streamBegin()
+        var bomb: [UInt8] = []
+        let spaces = [UInt8](repeating: 0x20, count: 1 << 20)
+        for _ in 0..<3 { spaces.withUnsafeBytes { c.streamWrite($0, into: &bomb) } }
+        c.streamEnd(into: &bomb)
+        bomb.withUnsafeBytes { XCTAssertFalse(ZstdDecompressor.reachesFrameDeclaringItsSize($0)) }
+        expectError(.tooLarge) { () throws(ZstdError) in _ = try decompress(d, bomb, into: &out, limit: limit) }
+        expectError(.corrupt) { () throws(ZstdError) in _ = try decompress(d, [0x28, 0xB5, 0x2F, 0xFD, 0x08, 0x00, 0x01, 0x02], into: &out, limit: limit) }
+        let skippable: [UInt8] = [0x50, 0x2A, 0x4D, 0x18, 2, 0, 0, 0, 7, 7]
+        expectError(.corrupt) { () throws(ZstdError) in _ = try decompress(d, skippable + [1, 2, 3, 4, 5], into: &out, limit: limit) }
+        (skippable + [1, 2, 3, 4, 5]).withUnsafeBytes { XCTAssertFalse(ZstdDecompressor.reachesFrameDeclaringItsSize($0)) }
+        XCTAssertEqual(d.failuresDecidedAgain, 0)
+        // A declared size behind a skippable frame and a streamed frame is found.
+        let liar = rleFrame(windowLog: 19, declared: UInt32(limit - 62), blocks: Array(repeating: 128 << 10, count: 10))
+        (skippable + bomb + liar).withUnsafeBytes { XCTAssertTrue(ZstdDecompressor.reachesFrameDeclaringItsSize($0)) }
     }
 }
