@@ -97,7 +97,8 @@ public final class ZstdDecompressor {
     /// - Throws: `.corrupt` (libzstd's error text), `.truncated` (input ends mid-frame),
     ///   `.tooLarge` (more than `limit` bytes would be produced).
     ///
-    /// A failure is the same whatever this decompressor decoded before: see `decompressStreaming`.
+    /// A failure is the same whatever this decompressor decoded before: libzstd keeps its stream buffers between
+    /// calls, so a failure they could have changed is decided again on a new context (`reachesFrameDeclaringItsSize`).
     @discardableResult
     public func decompress(_ input: UnsafeRawBufferPointer, into output: inout [UInt8], limit: Int) throws(ZstdError) -> Int {
         let mayRemember = streamedBefore
