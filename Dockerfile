@@ -5,7 +5,7 @@
 #   docker run --rm maidian:local --version
 #   docker run --rm -p 9464:9464 -e MAIDIAN_BROKERS=host:9092 maidian:local run pipelines/app-analytics.yaml --metrics-port 9464
 # `make test` checks the build context without a Docker engine (scripts/check-build-context.sh: the tree as
-# .dockerignore filters it, assembled as the COPY lines below do, must build) and docker-compose.yml
+# .dockerignore filters it, assembled as the COPY lines below do, must hold what the build reads) and docker-compose.yml
 # (`docker-compose config`). README "Container image" gives the image's size.
 ARG SWIFT_VERSION=6.3
 

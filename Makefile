@@ -30,10 +30,12 @@ release: deps
 
 ## Every test: unit tests, Kafka tests on the mock cluster, the golden tests on testdata/, the image's
 ## build context and docker-compose.yml, the files under deploy/, the pipeline tests under pipelines/tests/,
-## and a short run of every fuzz target (FUZZ_SECONDS, 20 here: CI stays under its 30 minutes).
+## and a short run of every fuzz target (FUZZ_SECONDS, 20 here: CI stays under its 30 minutes). The XCTest
+## suites run in three lanes at once (scripts/test-lanes.sh: the broker suites, which mostly wait, beside the
+## rest); `LANES=1 make test` runs them in one process.
 test: deps compose-check build-context-check deploy-check
 	$(SWIFT) build --build-tests
-	MAIDIAN_BIN=$$($(SWIFT) build --show-bin-path)/maidian $(SWIFT) test --skip-build
+	SWIFT=$(SWIFT) scripts/test-lanes.sh
 	$$($(SWIFT) build --show-bin-path)/maidian test 'pipelines/tests/*.yaml'
 	$(MAKE) fuzz FUZZ_SECONDS=$${FUZZ_SECONDS:-20}
 

@@ -23,11 +23,7 @@ final class DockerContextTests: XCTestCase {
     func testCopyOfAnIgnoredPathFails() throws {
         let tree = FileManager.default.temporaryDirectory.appendingPathComponent("context-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: tree) }
-        func write(_ path: String, _ text: String) throws {
-            let url = tree.appendingPathComponent(path)
-            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try text.write(to: url, atomically: true, encoding: .utf8)
-        }
+        func write(_ path: String, _ text: String) throws { try Self.write(text, to: path, in: tree) }
         try write("Dockerfile", """
             FROM swift AS build
             WORKDIR /src
@@ -58,5 +54,60 @@ final class DockerContextTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: out.appendingPathComponent("src/bench/state-size/tool.c").path))
         XCTAssertTrue(FileManager.default.fileExists(atPath: out.appendingPathComponent("src/Package.swift").path))
         XCTAssertFalse(FileManager.default.fileExists(atPath: out.appendingPathComponent("context/bench/README.md").path))
+    }
+
+    /// `verify`, which `make build-context-check` runs instead of compiling the copy: a file the product builds
+    /// from that .dockerignore leaves out fails it, naming the file; a target directory the manifest declares
+    /// but the COPY lines leave out fails it too (the manifest does not load); with both there, it passes.
+    func testVerifyNamesAFileTheProductNeedsButTheBuildStageLacks() throws {
+        let tree = FileManager.default.temporaryDirectory.appendingPathComponent("context-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: tree) }
+        func write(_ path: String, _ text: String) throws { try Self.write(text, to: path, in: tree) }
+        try write("Package.swift", """
+            // swift-tools-version:5.9
+            import PackageDescription
+            let package = Package(name: "toy", products: [.executable(name: "maidian", targets: ["maidian"])], targets: [
+                .executableTarget(name: "maidian", dependencies: ["Lib"]), .target(name: "Lib"),
+                .executableTarget(name: "tool", path: "tools/tool"),
+            ])
+            """)
+        try write("Sources/maidian/main.swift", "print(Lib.answer)")
+        try write("Sources/Lib/Lib.swift", "public enum Lib { public static let answer = helper }")
+        try write("Sources/Lib/Helper.swift", "let helper = 42")
+        try write("tools/tool/main.swift", "print(1)")
+        func verify(dockerignore: String, copies: [String]) throws -> (Int32, String) {
+            try write(".dockerignore", dockerignore)
+            try write("Dockerfile", (["FROM swift AS build", "WORKDIR /src"] + copies + ["FROM debian"]).joined(separator: "\n"))
+            let out = FileManager.default.temporaryDirectory.appendingPathComponent("assembled-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: out) }
+            for args in [["assemble", out.path], ["verify", out.path, "maidian"]] {
+                let child = try Integration.Child(
+                    URL(fileURLWithPath: Integration.python), Integration.pythonArgs("docker_context.py", args),
+                    environment: ["MAIDIAN_CONTEXT_ROOT": tree.path], name: "docker-context")
+                let status = child.wait(timeout: 120)
+                if status != 0 || args[0] == "verify" { return (status, child.stderr + child.stdout) }
+            }
+            return (-1, "")
+        }
+        let copies = ["COPY Package.* ./", "COPY Sources ./Sources", "COPY tools ./tools"]
+
+        let (lacking, lackingOutput) = try verify(dockerignore: "Sources/Lib/Helper.swift\n", copies: copies)
+        XCTAssertEqual(lacking, 1, lackingOutput)
+        XCTAssertTrue(lackingOutput.contains("Sources/Lib/Helper.swift: maidian builds from it, but the build stage does not have it"), lackingOutput)
+
+        let (noTool, noToolOutput) = try verify(dockerignore: "", copies: Array(copies.dropLast()))
+        XCTAssertEqual(noTool, 1, noToolOutput)
+        XCTAssertTrue(noToolOutput.contains("the manifest does not load in the build stage"), noToolOutput)
+
+        let (ok, okOutput) = try verify(dockerignore: "tools/*.md\n", copies: copies)
+        XCTAssertEqual(ok, 0, okOutput)
+        XCTAssertTrue(okOutput.contains("4 files of the 2 targets maidian builds from are there, byte for byte"), okOutput)
+    }
+
+    /// Writes `text` to `path` under `tree`, creating the directories on the way.
+    private static func write(_ text: String, to path: String, in tree: URL) throws {
+        let url = tree.appendingPathComponent(path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try text.write(to: url, atomically: true, encoding: .utf8)
     }
 }
