@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 16's shares in one sitting, as interleaved rounds: per round the simdjson reference, the whole job offline
 # (`maidian bench`, sample rules) and one worker through the embedded broker (`through_broker.py`, which also runs
-# `maidian bench` over 8 and over 32 partitions). Prints one line per round with the shares.
+# `maidian bench` over its default 8 partitions and over the broker's). Prints one line per round with the shares:
+# share8 against the offline figure over 8 partitions, shareP against the offline figure over the broker's P.
 #
-#   swift build -c release && bench/broker_rounds.sh [ROUNDS] [RECORDING] [BIN]
+#   swift build -c release && bench/broker_rounds.sh [ROUNDS] [RECORDING] [BIN] [PARTITIONS (32)]
 #
 # Needs libzstd-dev and libsimdjson-dev (for the reference), and what `make deps` installs.
 set -euo pipefail
@@ -11,17 +12,18 @@ cd "$(dirname "$0")/.."
 rounds=${1:-4}
 recording=$(realpath "${2:-$(scripts/bench-recording.sh)}")
 bin=${3:-$(swift build -c release --show-bin-path)/maidian}
+partitions=${4:-32}
 work=${TMPDIR:-/tmp}/maidian-rounds
 mkdir -p "$work"
 [ -s "$work/values.bin" ] || python3 bench/dump_values.py "$recording" "$work/values.bin" >/dev/null
 [ -x "$work/simdjson_walk" ] || g++ -O3 -march=native -std=c++17 bench/simdjson_walk.cpp -lsimdjson -lzstd -o "$work/simdjson_walk"
 
-printf '%-6s %9s %9s %8s %9s %10s %8s %8s\n' round ref_s job_s job/ref broker_s events/s share8 share32
+printf '%-6s %9s %9s %8s %9s %10s %8s %8s\n' round ref_s job_s job/ref broker_s events/s share8 "share$partitions"
 for r in $(seq 1 "$rounds"); do
     ref=$("$work/simdjson_walk" "$work/values.bin" 3 | sed -E 's/.*JSON: ([0-9.]+) s CPU.*/\1/' | sort -n | head -1)
     job=$("$bin" bench pipelines/app-analytics.yaml --recording "$recording" --runs 3 --json 2>/dev/null |
           python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_seconds"])')
-    python3 bench/through_broker.py "$recording" --bin "$bin" --json 2>/dev/null | tail -1 | python3 -c '
+    python3 bench/through_broker.py "$recording" --bin "$bin" --partitions "$partitions" --json 2>/dev/null | tail -1 | python3 -c '
 import json, sys
 r, ref, job = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 d = json.load(sys.stdin)

@@ -14,7 +14,12 @@ and the polls after assignment that returned nothing, i.e. what it waited on.
     bench/through_broker.py RECORDING [--workers N] [--partitions 32] [--pipeline pipelines/app-analytics.yaml]
 
 The event count is taken from `maidian bench --json` over the same recording (the same definition of
-"events" as `maidian bench`), so the figure compares directly with the offline one.
+"events" as `maidian bench`), so the figure compares directly with the offline one. The embedded broker keeps
+at most 5 MiB per partition and silently drops the oldest records beyond that (KAFKA-NOTES.md): with too few
+partitions for the recording a worker reads only part of it and looks fast. So after the run every topic's
+log start offsets are read back; a raw topic that lost records fails the run (exit 1, nothing printed as a
+figure), and an output topic that did shows in `dropped_records` (and fails the run with --duplicates, whose
+count would be wrong).
 """
 import argparse
 import hashlib
@@ -108,6 +113,20 @@ def enriched_records(bootstrap):
     return {"records": total, "duplicates": total - len(seen)}
 
 
+def dropped_records(bootstrap, topics):
+    """Per topic, how many records the broker dropped from the front of its partitions (the sum of their log
+    start offsets: nothing is ever deleted otherwise, so a start above 0 is records lost to the size cap)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"through-broker-check-{os.getpid()}"})
+    try:
+        out = {}
+        for name, partitions in topics:
+            out[name] = sum(c.get_watermark_offsets(TopicPartition(name, i), timeout=10)[0] for i in range(partitions))
+        return out
+    finally:
+        c.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("recording")
@@ -142,8 +161,9 @@ def main():
     group = f"through-broker-{os.getpid()}"
     p = args.partitions
     small = max(4, p // 4)
-    topics = (f"events.raw:{p},events.enriched:{p},events.dlq:{small},metrics.counts:{small},"
-              f"metrics.dwell:{small},crash.trails:{small},{group}.partials:{p}")
+    topic_list = [("events.raw", p), ("events.enriched", p), ("events.dlq", small), ("metrics.counts", small),
+                  ("metrics.dwell", small), ("crash.trails", small), (f"{group}.partials", p)]
+    topics = ",".join(f"{name}:{n}" for name, n in topic_list)
     with tempfile.TemporaryDirectory() as tmp:
         addr_file = os.path.join(tmp, "broker.addr")
         with open(addr_file, "w") as out:
@@ -168,6 +188,7 @@ def main():
                     b.kill()
                     b.wait()
             broker_cpu = proc_cpu_seconds(broker.pid) - broker_cpu_before
+            dropped = dropped_records(bootstrap, topic_list)
             if args.duplicates:
                 enriched = enriched_records(bootstrap)
         finally:
@@ -182,6 +203,13 @@ def main():
             with open(os.path.join(args.logs, f"worker-{w.index}.log"), "w") as f:
                 for t, line in zip(w.line_times, w.lines):
                     f.write((f"{t - t0:+8.3f} " if t0 is not None else "") + line + "\n")
+    if dropped["events.raw"] > 0:
+        sys.exit(f"through_broker: the broker dropped {dropped['events.raw']} of the recording's records from "
+                 f"events.raw (it keeps 5 MiB per partition): the workers read only the rest, so there is no figure. "
+                 f"Use more partitions than {p}.")
+    if args.duplicates and dropped["events.enriched"] > 0:
+        sys.exit(f"through_broker: the broker dropped {dropped['events.enriched']} records of events.enriched "
+                 f"(5 MiB per partition), so its duplicates cannot be counted. Use more partitions than {p}.")
     failed = [w for w in workers if w.status != 0]
     for w in failed:
         sys.stderr.write(f"worker {w.index} exited {w.status}; its last lines:\n" + "\n".join(w.lines[-20:]) + "\n")
@@ -209,6 +237,8 @@ def main():
         # and the polls that returned nothing: what the worker waited on.
         "loop_profiles": [w.profile for w in workers],
         "busy_processes": args.busy,
+        # Records the broker dropped per topic (its 5 MiB per partition cap); events.raw is always 0 here.
+        "dropped_records": {k: v for k, v in dropped.items() if v},
     }
     if args.duplicates:
         result["enriched_records"] = enriched["records"]
