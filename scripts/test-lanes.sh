@@ -57,5 +57,5 @@ failed=""
 for i in "${!pids[@]}"; do
   wait "${pids[$i]}" || failed+=" ${names[$i]}"
 done
-echo "test lanes: $(( $(date +%s) - start )) s in all; ${failed:+failed:$failed}${failed:-all passed}"
+echo "test lanes: $(( $(date +%s) - start )) s in all; $([ -n "$failed" ] && echo "failed:$failed" || echo "all passed")"
 [ -z "$failed" ]
