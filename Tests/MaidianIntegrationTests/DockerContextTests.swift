@@ -58,7 +58,8 @@ final class DockerContextTests: XCTestCase {
 
     /// `verify`, which `make build-context-check` runs instead of compiling the copy: a file the product builds
     /// from that .dockerignore leaves out fails it, naming the file; a target directory the manifest declares
-    /// but the COPY lines leave out fails it too (the manifest does not load); with both there, it passes.
+    /// but the COPY lines leave out fails it too (the manifest does not load); with both there, it passes, until the
+    /// manifest uses a setting (`resources:`) that could read files outside the target directories.
     func testVerifyNamesAFileTheProductNeedsButTheBuildStageLacks() throws {
         let tree = FileManager.default.temporaryDirectory.appendingPathComponent("context-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: tree) }
@@ -102,6 +103,13 @@ final class DockerContextTests: XCTestCase {
         let (ok, okOutput) = try verify(dockerignore: "tools/*.md\n", copies: copies)
         XCTAssertEqual(ok, 0, okOutput)
         XCTAssertTrue(okOutput.contains("4 files of the 2 targets maidian builds from are there, byte for byte"), okOutput)
+
+        // A setting that can make the build read files outside the target directories is named, not vouched for.
+        let manifest = try String(contentsOf: tree.appendingPathComponent("Package.swift"), encoding: .utf8)
+        try write("Package.swift", manifest.replacingOccurrences(of: ".target(name: \"Lib\")", with: ".target(name: \"Lib\", resources: [])"))
+        let (resources, resourcesOutput) = try verify(dockerignore: "", copies: copies)
+        XCTAssertEqual(resources, 1, resourcesOutput)
+        XCTAssertTrue(resourcesOutput.contains("Package.swift uses resources:"), resourcesOutput)
     }
 
     /// Writes `text` to `path` under `tree`, creating the directories on the way.
