@@ -26,7 +26,7 @@ for r in $(seq 1 "$rounds"); do
     ref=$("$work/simdjson_walk" "$work/values.bin" 3 | sed -E 's/.*JSON: ([0-9.]+) s CPU.*/\1/' | sort -n | head -1)
     job=$("$bin" bench pipelines/app-analytics.yaml --recording "$recording" --runs 3 --json 2>/dev/null |
           python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_seconds"])')
-    python3 bench/through_broker.py "$recording" --bin "$bin" --partitions "$partitions" --offline-runs "${OFFLINE_RUNS:-1}" --json 2>/dev/null | tail -1 | python3 -c '
+    python3 bench/through_broker.py "$recording" --bin "$bin" --partitions "$partitions" --offline-runs "${OFFLINE_RUNS:-1}" --json | tail -1 | python3 -c '
 import json, sys
 r, ref, job = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 d = json.load(sys.stdin)

@@ -186,7 +186,8 @@ def verify(dest, product="maidian"):
     for construct in sorted(set(OUTSIDE_READS.findall(manifest))):
         problems.append(f"Package.swift uses {construct}: files it names may lie outside the target directories, "
                         "which this check does not compare; extend verify() (or build the copy: KEEP=1)")
-    for rel in ["Package.swift"] + [f"{t['path']}/{f}" for t in targets for f in sorted(files_under(ROOT / t["path"]))]:
+    tree_files = {t["path"]: files_under(ROOT / t["path"]) for t in targets}
+    for rel in ["Package.swift"] + [f"{path}/{f}" for path, files in tree_files.items() for f in sorted(files)]:
         checked += 1
         there = src / rel
         if not there.is_file():
@@ -194,9 +195,9 @@ def verify(dest, product="maidian"):
                             "(.dockerignore or the Dockerfile's COPY lines leave it out)")
         elif there.read_bytes() != (ROOT / rel).read_bytes():
             problems.append(f"{rel}: differs from the tree's")
-    for t in targets:
-        for extra in sorted(files_under(src / t["path"]) - files_under(ROOT / t["path"])):
-            problems.append(f"{t['path']}/{extra}: in the build stage but not in the tree")
+    for path, files in tree_files.items():
+        for extra in sorted(files_under(src / path) - files):
+            problems.append(f"{path}/{extra}: in the build stage but not in the tree")
     if not problems:
         print(f"build stage: the manifest loads; {checked} files of the {len(targets)} targets {product} builds from are "
               "there, byte for byte")

@@ -130,13 +130,12 @@ public final class ZstdDecompressor {
         guard let base = input.baseAddress else { return false }
         var at = 0
         while at < input.count {
-            let rest = UnsafeRawBufferPointer(rebasing: input[at...])
-            let size = ZSTD_getFrameContentSize(base + at, rest.count)
+            let left = input.count - at
+            let size = ZSTD_getFrameContentSize(base + at, left)
             if size == UInt64.max - 1 { return false }  // ZSTD_CONTENTSIZE_ERROR: not a frame (or a cut header)
-            // A skippable frame (magic 0x184D2A5?) reports 0 and allocates nothing.
-            let skippable = rest.count >= 4 && rest[1] == 0x2A && rest[2] == 0x4D && rest[3] == 0x18 && rest[0] & 0xF0 == 0x50
-            if size != UInt64.max && !skippable { return true }  // not ZSTD_CONTENTSIZE_UNKNOWN
-            let n = ZSTD_findFrameCompressedSize(base + at, rest.count)
+            // A skippable frame reports 0 and allocates nothing.
+            if size != UInt64.max && ZSTD_isSkippableFrame(base + at, left) == 0 { return true }  // not ZSTD_CONTENTSIZE_UNKNOWN
+            let n = ZSTD_findFrameCompressedSize(base + at, left)
             if ZSTD_isError(n) != 0 || n == 0 { return false }  // decoding ends inside this frame
             at += n
         }
