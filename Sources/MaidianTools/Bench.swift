@@ -101,10 +101,10 @@ public enum Bench {
     /// With `merge`, a stage's partial aggregates go through its merger after each batch, as in a worker that
     /// holds every internal partition, so that the merge is timed and its records (`metrics.counts`) counted.
     /// `sink` sees every output buffer (tests), and with `merge` the merger's after each batch's; the
-    /// benchmark passes nil.
+    /// benchmark passes nil. `internalPartitions`: the internal topic's partitions (nil: as many as the source's).
     public static func run(
         engine: PipelineEngine, records source: Source, topic: String = "events.raw", batchSize: Int = 1000,
-        merge: Bool = false, sink: ((EventBatch, OutputBuffer) -> Void)? = nil
+        merge: Bool = false, internalPartitions: Int32? = nil, sink: ((EventBatch, OutputBuffer) -> Void)? = nil
     ) throws -> BenchResult {
         var batch = EventBatch()
         var output = OutputBuffer()
@@ -112,12 +112,12 @@ public enum Bench {
         var rest = EventBatch()
         let topicIndex = batch.topicIndex(topic)
         var result = BenchResult()
-        // Wired as a worker wires it, with as many internal partitions as source partitions (what `maidian run`
-        // creates on an embedded broker), whether or not the partials are merged here.
+        // Wired as a worker wires it, by default with as many internal partitions as source partitions (what
+        // `maidian run` creates on an embedded broker), whether or not the partials are merged here.
         var merging: PartialsRouting?
         if let r = engine.repartitioning {
             let name = r.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: engine.spec.source.group)
-            r.connect(partialsTopic: name, partialsPartitions: source.partitions, sourcePartitions: source.partitions)
+            r.connect(partialsTopic: name, partialsPartitions: internalPartitions ?? source.partitions, sourcePartitions: source.partitions)
             if merge { merging = PartialsRouting(merger: r.merger, name: name, measure: engine.measureTime) }
         }
         let clock = ContinuousClock()
@@ -183,10 +183,11 @@ public enum Bench {
     /// With `merge`, the internal topic's messages are left out: the merged `metrics.counts` records they
     /// make are in the digest, and how partials are packed into internal records is Maidian's own business
     /// (a change of that packing keeps the digest).
-    public static func outputDigest(engine: PipelineEngine, records: Source, topic: String = "events.raw", batchSize: Int = 1000, merge: Bool = false) throws -> UInt64 {
+    public static func outputDigest(engine: PipelineEngine, records: Source, topic: String = "events.raw", batchSize: Int = 1000, merge: Bool = false,
+                                    internalPartitions: Int32? = nil) throws -> UInt64 {
         var h = Hash64()
         let internalTopic = merge ? engine.repartitioning.map { $0.partialsTopic ?? PipelineSpec.defaultPartialsTopic(group: engine.spec.source.group) } : nil
-        _ = try run(engine: engine, records: records, topic: topic, batchSize: batchSize, merge: merge) { _, out in
+        _ = try run(engine: engine, records: records, topic: topic, batchSize: batchSize, merge: merge, internalPartitions: internalPartitions) { _, out in
             out.bytes.withUnsafeBufferPointer { b in
                 for m in out.messages {
                     var name = out.topics[Int(m.topic)]

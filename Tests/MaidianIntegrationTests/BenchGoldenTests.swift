@@ -27,10 +27,11 @@ final class BenchGoldenTests: XCTestCase {
         let spec = try PipelineSpec.load(path: Integration.root.appendingPathComponent("pipelines/app-analytics.yaml").path, environment: env)
         let source = Bench.prepare(try Recording.read(path: sample.path), partitions: 8)
 
-        func run(merge: Bool, batchSize: Int = 1000, spec: PipelineSpec = spec) throws -> (BenchResult, [Integration.DumpedRecord]) {
+        func run(merge: Bool, batchSize: Int = 1000, spec: PipelineSpec = spec, internalPartitions: Int32? = nil) throws -> (BenchResult, [Integration.DumpedRecord]) {
             let engine = try PipelineEngine(spec: spec, registry: BuiltinStages.registry, logger: Logger(label: "bench-golden"))
             var records: [Integration.DumpedRecord] = []
-            let result = try Bench.run(engine: engine, records: source, topic: spec.source.topic, batchSize: batchSize, merge: merge) { _, out in
+            let result = try Bench.run(engine: engine, records: source, topic: spec.source.topic, batchSize: batchSize, merge: merge,
+                                       internalPartitions: internalPartitions) { _, out in
                 for (i, m) in out.messages.enumerated() {
                     records.append((out.topics[Int(m.topic)], out.keyString(i), out.valueString(i)))
                 }
@@ -70,6 +71,17 @@ final class BenchGoldenTests: XCTestCase {
         let (cutResult, cut) = try run(merge: true, spec: bounded)
         XCTAssertEqual(cutResult.records, result.records)
         XCTAssertTrue(external(cut) == want, "outputs with batches cut at 300 kB")
+        // Nor does the internal topic's partition count: each of the 8 source partitions tells every internal
+        // partition its progress, so fewer internal partitions carry fewer internal records.
+        let internalRecords = records.filter { $0.topic.hasSuffix(".partials") }.count
+        var fewer = internalRecords
+        for n: Int32 in [3, 1] {
+            let (_, other) = try run(merge: true, internalPartitions: n)
+            XCTAssertTrue(external(other) == want, "outputs through \(n) internal partitions")
+            let count = other.filter { $0.topic.hasSuffix(".partials") }.count
+            XCTAssertLessThan(count, fewer, "internal records through \(n) internal partitions")
+            fewer = count
+        }
     }
 }
 

@@ -465,6 +465,59 @@ final class WindowMergerTests: XCTestCase {
         XCTAssertNil(f.merger.replayFrom(partition: 0)?.offset)
     }
 
+    /// Progress items inside bundles (as the windows stage writes them) are read in place: they count as
+    /// progress records of their own would. A source the raw topic does not have (it grew, or the record lies)
+    /// holds no window back; a malformed progress item is skipped and the bundle's other items are taken.
+    func testProgressInsideBundlesCountsLikeProgressRecords() throws {
+        let f = Feed(sources: 2)
+        func encoded(_ m: InternalMessage) -> [UInt8] {
+            var v: [UInt8] = []
+            m.encode(into: &v)
+            return v
+        }
+        func partial(_ source: Int32, count: Int64, users: [UInt64]) -> (key: String?, value: [UInt8]) {
+            var set = UserSet()
+            for u in users { set.insert(u) }
+            let head = #"{"metric":"pv","rule":"home","window_start":0,"window_end":60000,"dims":{}"#
+            return (Feed.key("home", window: 0), encoded(.partial(PartialAggregate(
+                sourcePartition: source, windowEnd: Self.minute, head: Array(head.utf8), count: count, users: set, isDwell: false,
+                sumMs: 0, durations: DurationDigest()))))
+        }
+        func progress(_ source: Int32, _ watermark: Int64) -> (key: String?, value: [UInt8]) {
+            (nil, encoded(.progress(source: source, watermark: watermark, idle: false)))
+        }
+        func bundle(_ items: [(key: String?, value: [UInt8])]) {
+            var v: [UInt8] = [InternalMessage.version, InternalMessage.bundleType]
+            v.appendLE(Int32(items.count))
+            for item in items {
+                if let key = item.key {
+                    v.appendLE(Int32(key.utf8.count))
+                    v += Array(key.utf8)
+                } else {
+                    v.appendLE(Int32(-1))
+                }
+                v.appendLE(Int32(item.value.count))
+                v += item.value
+            }
+            let offset = f.offsets[0, default: 0]
+            f.offsets[0] = offset + 1
+            f.batch.append(InternalRecord(partition: 0, offset: offset, key: [], value: v, index: Int32(f.batch.count)))
+        }
+        let truncated = Array(progress(1, .max).value.prefix(14))
+        bundle([partial(0, count: 3, users: [1, 2]), progress(0, Self.minute), progress(5, .max), progress(-3, .max), (nil, truncated)])
+        XCTAssertTrue(try f.flush().isEmpty, "source 1 has not reported: neither a source the topic lacks nor the truncated item stands in")
+        XCTAssertEqual(f.merger.replayFrom(partition: 0)?.offset, 0)
+        bundle([partial(1, count: 2, users: [2, 3]), progress(1, Self.minute)])
+        let out = try f.flush()
+        XCTAssertEqual(out.map(\.key), [Feed.key("home", window: 0)])
+        XCTAssertEqual(int(out.first?.value["count"]), 5)
+        XCTAssertEqual(int(out.first?.value["users"]), 3)
+        XCTAssertFalse(f.merger.isComplete(partition: 0))
+        bundle([progress(0, .max), progress(1, .max)])
+        try f.flush()
+        XCTAssertTrue(f.merger.isComplete(partition: 0), "every source the topic has ended")
+    }
+
     func testInternalPartitionsAreMergedApart() throws {
         let f = Feed(sources: 1)
         f.partial(0, window: 0, rule: "a", count: 1, users: [1], internal: 0)

@@ -129,6 +129,18 @@ enum InternalMessage: Equatable {
         return items
     }
 
+    /// The progress message at `range` of `bytes` (an item of a bundle), read in place; nil for anything else,
+    /// a malformed progress message included (the caller's general path reports it). Accepts exactly what
+    /// `layout` accepts as progress.
+    static func progress(in bytes: [UInt8], _ range: Range<Int>) -> (source: Int32, watermark: Int64, idle: Bool)? {
+        guard range.count >= 15, range.lowerBound >= 0, range.upperBound <= bytes.count,
+              bytes[range.lowerBound] == version, bytes[range.lowerBound + 1] == 2 else { return nil }
+        var r = ByteReader(bytes: bytes)
+        r.i = range.lowerBound + 2
+        guard let source = try? r.i32(), let watermark = try? r.i64(), let idle = try? r.u8() else { return nil }
+        return (source, watermark, idle != 0)
+    }
+
     struct Malformed: Error, CustomStringConvertible {
         var description: String
     }

@@ -74,7 +74,7 @@ final class WindowMerger: PartialMerger {
     final class State {
         /// Per window size (`WindowMerger.sizes` order).
         let sizes: [SizeState]
-        var progress: [Int32: Progress] = [:]
+        var progress: SourceProgress
         /// Windows ending at or before this are written, whatever their size: a partial for one of them is late.
         var writtenUpTo: Int64 = .min
         var lastLateFlush: ContinuousClock.Instant?
@@ -88,7 +88,10 @@ final class WindowMerger: PartialMerger {
         /// checkpoint, and are skipped when re-read.
         var resumeAt: Position?
 
-        init(sizes: Int) { self.sizes = (0..<sizes).map { _ in SizeState() } }
+        init(sizes: Int, sources: Int32) {
+            self.sizes = (0..<sizes).map { _ in SizeState() }
+            progress = SourceProgress(sources: sources)
+        }
     }
 
     /// Each size's tag (as its partials name it: 0 for the first size, else its length in ms) and counts topic.
@@ -135,7 +138,7 @@ final class WindowMerger: PartialMerger {
 
     private func state(_ partition: Int32) -> State {
         if let st = states[partition] { return st }
-        let st = State(sizes: sizes.count)
+        let st = State(sizes: sizes.count, sources: sourcePartitions)
         states[partition] = st
         return st
     }
@@ -180,6 +183,13 @@ final class WindowMerger: PartialMerger {
                 // Items before a restored replay point were taken before the checkpoint (only re-read records hold them).
                 let at = Position(offset: r.offset, item: Int32(i))
                 if r.replay, let resume = st.resumeAt, at < resume { continue }
+                // Progress items (one per source partition and internal partition each window length of event
+                // time: most items of a worker holding many partitions) are read in place; partials are kept, so
+                // copied.
+                if let p = InternalMessage.progress(in: r.value, item.value) {
+                    takeProgress(source: p.source, watermark: p.watermark, idle: p.idle, at: at, st)
+                    continue
+                }
                 take(key: item.key.map { Array(r.value[$0]) } ?? [], value: Array(r.value[item.value]), at: at, of: r, st)
             }
         }
@@ -259,19 +269,24 @@ final class WindowMerger: PartialMerger {
                 }
             }
         case .progress(let source, let watermark, let idle):
-            if let known = st.progress[source], known.watermark > watermark {
-                // A source re-read from an earlier commit (a takeover of its own) reports progress it had passed.
-                // What it passed stays passed: its partials up to there came before, and a watermark going back
-                // would make what is written depend on where batches end (a re-read, whose writes are not
-                // produced, could write a window the first run had not). Its position stays that of the message
-                // that set it, so that a re-read from the replay point rebuilds it.
-                st.progress[source]?.idle = idle
-            } else {
-                st.progress[source] = Progress(watermark: watermark, idle: idle, at: at)
-            }
-            // Decided at the record, not at the batch's end, so that a re-read decides the same whatever its batches.
-            if watermark == .max && !st.ended { st.ended = self.watermark(st) == .max }
+            takeProgress(source: source, watermark: watermark, idle: idle, at: at, st)
         }
+    }
+
+    /// A source partition's progress message at position `at`.
+    private func takeProgress(source: Int32, watermark: Int64, idle: Bool, at: Position, _ st: State) {
+        if let known = st.progress[source], known.watermark > watermark {
+            // A source re-read from an earlier commit (a takeover of its own) reports progress it had passed.
+            // What it passed stays passed: its partials up to there came before, and a watermark going back
+            // would make what is written depend on where batches end (a re-read, whose writes are not
+            // produced, could write a window the first run had not). Its position stays that of the message
+            // that set it, so that a re-read from the replay point rebuilds it.
+            st.progress[source]?.idle = idle
+        } else {
+            st.progress[source] = Progress(watermark: watermark, idle: idle, at: at)
+        }
+        // Decided at the record, not at the batch's end, so that a re-read decides the same whatever its batches.
+        if watermark == .max && !st.ended { st.ended = self.watermark(st) == .max }
     }
 
     /// Adds `part` to its written key (created if the window had no such key yet), unless the window is past
@@ -485,7 +500,7 @@ final class WindowMerger: PartialMerger {
             for p in sz.pending.values where low.map({ p.first < $0 }) ?? true { low = p.first }
             for p in sz.written.values where low.map({ p.first < $0 }) ?? true { low = p.first }
         }
-        for p in st.progress.values where low.map({ p.at < $0 }) ?? true { low = p.at }
+        st.progress.forEach { p in if low.map({ p.at < $0 }) ?? true { low = p.at } }
         return low.map { ($0.offset, $0.item) }
     }
 
@@ -495,7 +510,7 @@ final class WindowMerger: PartialMerger {
     }
 
     func restore(partition: Int32, from point: ReplayPoint) {
-        let st = State(sizes: sizes.count)
+        let st = State(sizes: sizes.count, sources: sourcePartitions)
         if let writtenUpTo = point.maxEventTime { st.writtenUpTo = writtenUpTo }
         st.restoredUpTo = st.writtenUpTo
         st.ended = point.maxEventTime == .max
@@ -542,6 +557,32 @@ extension WindowMerger.Pending {
     /// record).
     mutating func replace(_ part: WindowMerger.Part) {
         if let k = parts.firstIndex(where: { $0.source == part.source && $0.lateOffset == part.lateOffset }) { parts[k] = part } else { parts.append(part) }
+    }
+}
+
+/// Each source partition's latest progress in one internal partition's state. The watermark is the lowest over
+/// every source partition, taken for each internal partition a batch touched: with a hash look-up per source that
+/// grew with the square of the partitions a worker holds (128 source partitions: a quarter of a merge). The
+/// partitions the raw topic had when the state was made are kept in an array indexed by partition; any other
+/// (the topic grew meanwhile, or a hostile record names a partition it does not have) in a dictionary, so that
+/// no partition number sizes memory.
+struct SourceProgress {
+    private var dense: [WindowMerger.Progress?]
+    private var sparse: [Int32: WindowMerger.Progress] = [:]
+
+    init(sources: Int32) { dense = Array(repeating: nil, count: Int(max(0, sources))) }
+
+    subscript(source: Int32) -> WindowMerger.Progress? {
+        get { source >= 0 && Int(source) < dense.count ? dense[Int(source)] : sparse[source] }
+        set {
+            if source >= 0 && Int(source) < dense.count { dense[Int(source)] = newValue } else { sparse[source] = newValue }
+        }
+    }
+
+    /// Calls `body` with every source partition's progress (in no promised order).
+    func forEach(_ body: (WindowMerger.Progress) -> Void) {
+        for p in dense { if let p { body(p) } }
+        for p in sparse.values { body(p) }
     }
 }
 

@@ -391,10 +391,13 @@ final class WindowsEmitter {
 
     func sendProgress(_ st: PartitionWindows, _ watermark: Int64, idle: Bool, record: Int32, output: inout OutputBuffer) {
         st.progressSent = watermark
+        // Encoded once for every internal partition: a worker holding P source partitions of a topic with Q
+        // internal partitions sends P × Q of these per window length of event time.
+        var item: [UInt8] = []
+        item.reserveCapacity(16)
+        InternalMessage.progress(source: st.partition, watermark: watermark, idle: idle).encode(into: &item)
         for q in 0..<partialsPartitions {
-            bundler.add(partition: q, record: record, key: nil, output: &output, topic: topicPartials) {
-                InternalMessage.progress(source: st.partition, watermark: watermark, idle: idle).encode(into: &$0)
-            }
+            bundler.add(partition: q, record: record, key: nil, output: &output, topic: topicPartials) { $0.append(contentsOf: item) }
         }
     }
 }
