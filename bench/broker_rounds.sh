@@ -7,6 +7,8 @@
 #   swift build -c release && bench/broker_rounds.sh [ROUNDS] [RECORDING] [BIN] [PARTITIONS (32)]
 #
 # OFFLINE_RUNS=3 makes each offline figure the best of 3 passes (steadier shares, about 15 s more a round).
+# INTERNAL_PARTITIONS=N gives the group's internal topic N partitions (default: as many as the raw topic), and the
+# offline figure over the broker's partitions the same.
 # The broker keeps 5 MiB per partition: bench-3k needs 32 (through_broker.py refuses a run that lost records).
 #
 # Needs libzstd-dev and libsimdjson-dev (for the reference), and what `make deps` installs.
@@ -26,7 +28,8 @@ for r in $(seq 1 "$rounds"); do
     ref=$("$work/simdjson_walk" "$work/values.bin" 3 | sed -E 's/.*JSON: ([0-9.]+) s CPU.*/\1/' | sort -n | head -1)
     job=$("$bin" bench pipelines/app-analytics.yaml --recording "$recording" --runs 3 --json 2>/dev/null |
           python3 -c 'import json,sys; print(json.load(sys.stdin)["cpu_seconds"])')
-    python3 bench/through_broker.py "$recording" --bin "$bin" --partitions "$partitions" --offline-runs "${OFFLINE_RUNS:-1}" --json | tail -1 | python3 -c '
+    python3 bench/through_broker.py "$recording" --bin "$bin" --partitions "$partitions" --offline-runs "${OFFLINE_RUNS:-1}" \
+        --internal-partitions "${INTERNAL_PARTITIONS:-$partitions}" --json | tail -1 | python3 -c '
 import json, sys
 r, ref, job = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 d = json.load(sys.stdin)

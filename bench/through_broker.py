@@ -11,7 +11,7 @@ each worker's loop profile: seconds and calls per phase (poll, stages, produce, 
 and the polls after assignment that returned nothing, i.e. what it waited on.
 
     swift build -c release
-    bench/through_broker.py RECORDING [--workers N] [--partitions 32] [--pipeline pipelines/app-analytics.yaml]
+    bench/through_broker.py RECORDING [--workers N] [--partitions 32] [--internal-partitions N] [--pipeline pipelines/app-analytics.yaml]
 
 The event count is taken from `maidian bench --json` over the same recording (the same definition of
 "events" as `maidian bench`), so the figure compares directly with the offline one. The embedded broker keeps
@@ -132,6 +132,9 @@ def main():
     ap.add_argument("recording")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--partitions", type=int, default=32)
+    ap.add_argument("--internal-partitions", type=int, default=None,
+                    help="partitions of the group's internal topic (default: as many as --partitions); the offline "
+                         "figure over the same partitions uses the same count")
     ap.add_argument("--pipeline", default="pipelines/app-analytics.yaml")
     ap.add_argument("--bin", default=None, help="the maidian binary (default: the release build)")
     ap.add_argument("--timeout", type=float, default=600)
@@ -156,18 +159,22 @@ def main():
     bench = subprocess.run([binary, "bench", args.pipeline, "--recording", recording, "--runs", runs, "--json"],
                            cwd=ROOT, capture_output=True, text=True, check=True)
     events = json.loads(bench.stdout)["events"]
-    # The same over as many partitions as the broker run: the windows stage writes a partial per source partition,
-    # window and key, so a worker over 32 partitions does more work than `maidian bench` over its default 8.
+    # The same over as many partitions as the broker run: every source partition sends its progress to every internal
+    # partition, so a worker over 32 partitions does more work than `maidian bench` over its default 8.
     # (`maidian bench` spreads over 8 by default: over 8, the first pass is that figure already.)
-    bench_same = bench if args.partitions == 8 else subprocess.run(
-        [binary, "bench", args.pipeline, "--recording", recording, "--runs", runs, "--json", "--partitions", str(args.partitions)],
+    internal = args.internal_partitions or args.partitions
+    if internal < 1:
+        sys.exit("through_broker: --internal-partitions must be at least 1")
+    bench_same = bench if args.partitions == 8 and internal == 8 else subprocess.run(
+        [binary, "bench", args.pipeline, "--recording", recording, "--runs", runs, "--json", "--partitions", str(args.partitions),
+         "--internal-partitions", str(internal)],
         cwd=ROOT, capture_output=True, text=True, check=True)
 
     group = f"through-broker-{os.getpid()}"
     p = args.partitions
     small = max(4, p // 4)
     topic_list = [("events.raw", p), ("events.enriched", p), ("events.dlq", small), ("metrics.counts", small),
-                  ("metrics.dwell", small), ("crash.trails", small), (f"{group}.partials", p)]
+                  ("metrics.dwell", small), ("crash.trails", small), (f"{group}.partials", internal)]
     topics = ",".join(f"{name}:{n}" for name, n in topic_list)
     with tempfile.TemporaryDirectory() as tmp:
         addr_file = os.path.join(tmp, "broker.addr")
@@ -226,6 +233,7 @@ def main():
         "events": events,
         "workers": args.workers,
         "partitions": p,
+        "internal_partitions": internal,
         "seconds_assignment_to_end": round(span, 3),
         "events_per_second": round(events / span),
         # Per worker: seconds from its last "reached the end offsets" to its end (the tail of a bounded run).
@@ -253,7 +261,7 @@ def main():
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"{events} events, {args.workers} worker(s), {p} partitions: "
+        print(f"{events} events, {args.workers} worker(s), {p} partitions ({internal} internal): "
               f"{result['seconds_assignment_to_end']} s from assignment to the end offsets, "
               f"{result['events_per_second']} events/s; worker CPU {sum(cpu):.2f} s "
               f"({result['events_per_worker_cpu_second']} events per CPU second, peak RSS {result['worker_peak_rss_mib']} MiB), "
