@@ -46,4 +46,22 @@ final class GenCommandTests: XCTestCase {
         XCTAssertNotEqual(refused.wait(timeout: 60), 0)
         XCTAssertTrue(refused.stderr.contains("add up to more than 1"), refused.stderr)
     }
+
+    /// `maidian bench` refuses partition counts it cannot spread records over (`--partitions 0` crashed it)
+    /// with a usage error, and takes an internal-partition count of its own.
+    func testBenchRefusesPartitionCountsItCannotUse() throws {
+        let sample = Integration.root.appendingPathComponent("testdata/traffic/sample.ndjson").path
+        for (flag, value) in [("--partitions", "0"), ("--partitions", "-3"), ("--internal-partitions", "0"), ("--partitions", "100001")] {
+            let child = try Integration.Child(Integration.binary, [
+                "bench", "pipelines/app-analytics.yaml", "--recording", sample, "\(flag)=\(value)",
+            ], name: "bench-refused")
+            XCTAssertEqual(child.wait(timeout: 60), 64, "\(flag) \(value): \(child.stderr)")
+            XCTAssertTrue(child.stderr.contains("\(flag) must be between 1 and 100000"), child.stderr)
+        }
+        let ok = try Integration.run(Integration.binary.path, [
+            "bench", "pipelines/app-analytics.yaml", "--recording", sample, "--partitions", "4", "--internal-partitions", "2", "--json",
+        ])
+        let result = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(ok.utf8)) as? [String: Any], ok)
+        XCTAssertGreaterThan(result["merged_messages"] as? Int ?? 0, 0, ok)
+    }
 }
