@@ -162,7 +162,7 @@ def main():
     # The same over as many partitions as the broker run: every source partition sends its progress to every internal
     # partition, so a worker over 32 partitions does more work than `maidian bench` over its default 8.
     # (`maidian bench` spreads over 8 by default: over 8, the first pass is that figure already.)
-    internal = args.internal_partitions or args.partitions
+    internal = args.partitions if args.internal_partitions is None else args.internal_partitions
     if internal < 1:
         sys.exit("through_broker: --internal-partitions must be at least 1")
     bench_same = bench if args.partitions == 8 and internal == 8 else subprocess.run(

@@ -68,11 +68,13 @@ public enum Bench {
         public var count: Int { records.count }
     }
 
-    /// Assigns partitions the way a keyed producer would (stable hash of the key) and offsets in order.
+    /// Assigns partitions the way a keyed producer would (stable hash of the key) and offsets in order; fewer
+    /// than one partition counts as one.
     public static func prepare(_ records: [RecordingRecord], partitions: Int32 = 8) -> Source {
+        let partitions = max(1, partitions)
         var nextOffset = [Int64](repeating: 0, count: Int(partitions))
         var source = Source()
-        source.partitions = max(1, partitions)
+        source.partitions = partitions
         source.records.reserveCapacity(records.count)
         func add(_ b: [UInt8]?) -> Span {
             guard let b else { return .absent }

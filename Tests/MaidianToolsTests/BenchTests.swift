@@ -33,4 +33,14 @@ final class BenchTests: XCTestCase {
         XCTAssertTrue(seen.first?.value.contains(#""source":{"topic":"events.raw","partition":0,"offset":0}"#) == true)
         XCTAssertTrue(seen.last?.value.contains(#""distinct_id":"u2""#) == true)
     }
+
+    /// Fewer than one partition counts as one (zero trapped: an empty offsets array was indexed).
+    func testPrepareTakesFewerThanOnePartitionAsOne() {
+        let records = (0..<3).map { RecordingRecord(key: Array("k\($0)".utf8), value: Array("[]".utf8)) }
+        for n: Int32 in [0, -4] {
+            let source = Bench.prepare(records, partitions: n)
+            XCTAssertEqual(source.partitions, 1)
+            XCTAssertEqual(source.count, 3)
+        }
+    }
 }
